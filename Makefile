@@ -1,0 +1,15 @@
+.PHONY: help demo test lint format fixtures bench
+help: ## list the targets
+	@grep -E '^[a-z]+:.*## ' Makefile | sed 's/:.*## /\t/'
+demo: ## install into .venv and run postmortem on the bundled sample dump
+	sh dev/demo.sh
+test: ## install everything the tests need (cuda-gdb included) and run them
+	sh dev/test.sh
+lint: ## ruff format --check, ruff check, mypy --strict
+	sh dev/lint.sh
+format: ## reformat the tree with ruff
+	.venv/bin/ruff format . && .venv/bin/ruff check --fix .
+fixtures: ## recompile the fixture cubins and rebuild the fixture dumps
+	.venv/bin/python fixtures/builder/build_cubins.py && .venv/bin/python fixtures/builder/build_dumps.py
+bench: ## measure open/summarize on a 4 GiB, 100,000-lane dump against a small one
+	.venv/bin/python bench/bench_open.py

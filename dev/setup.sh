@@ -1,0 +1,44 @@
+#!/bin/sh
+# Make .venv with postmortem and what its tests need. Idempotent; safe to rerun.
+#   sh dev/setup.sh            the package, the NVIDIA tool wheels (demo)
+#   sh dev/setup.sh test       also the test tools, the fixture compilers and cuda-gdb
+set -eu
+cd "$(dirname "$0")/.."
+PYTHON=${PYTHON:-python3}
+VENV=.venv
+as_root() { if [ "$(id -u)" = 0 ]; then "$@"; elif command -v sudo >/dev/null; then sudo "$@"; else return 1; fi; }
+apt_updated=""
+apt_install() {
+    [ -n "$apt_updated" ] || { as_root apt-get update -qq && apt_updated=1; }
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null
+}
+
+if ! "$PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 10))' 2>/dev/null; then
+    echo "error: postmortem needs Python 3.10 or newer ($PYTHON)" >&2; exit 1
+fi
+if [ ! -x "$VENV/bin/python" ]; then
+    # Debian's python3 leaves venv/ensurepip to the python3-venv package.
+    if ! "$PYTHON" -m venv "$VENV" 2>/dev/null; then
+        rm -rf "$VENV"
+        echo "setup: installing python3-venv (Debian)" >&2
+        apt_install python3-venv
+        "$PYTHON" -m venv "$VENV"
+    fi
+fi
+"$VENV/bin/python" -m pip install -q --upgrade pip >/dev/null
+if [ "${1:-}" = test ]; then
+    "$VENV/bin/python" -m pip install -q -e ".[tools,dev,fixtures]"
+    if ! command -v cuda-gdb >/dev/null 2>&1; then
+        # Debian ships cuda-gdb 11.8 as nvidia-cuda-gdb in non-free.
+        for f in /etc/apt/sources.list.d/debian.sources; do
+            [ -f "$f" ] && as_root sed -i -E '/^Components:/{/non-free( |$)/!s/$/ contrib non-free/}' "$f"
+        done
+        if [ -f /etc/apt/sources.list ]; then
+            as_root sed -i -E '/^deb .*debian/{/non-free( |$)/!s/$/ contrib non-free/}' /etc/apt/sources.list
+        fi
+        echo "setup: installing cuda-gdb (Debian nvidia-cuda-gdb)" >&2
+        apt_install nvidia-cuda-gdb || echo "setup: could not install cuda-gdb; its tests will skip (or fail under CI=true)" >&2
+    fi
+else
+    "$VENV/bin/python" -m pip install -q -e ".[tools]"
+fi
