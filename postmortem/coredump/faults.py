@@ -1,0 +1,173 @@
+"""Find the faults a dump records and the code each faulting PC belongs to.
+
+The order of evidence follows the format: a warp row with a valid error PC, the lanes
+with a non-zero exception (each lane's own PC), and, since r555, an SM row's exception
+and error PC, which is all that is left when every faulting warp has exited. Exception
+columns are scanned in bulk over each table; rows are turned into objects only for
+the lanes and warps that faulted.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from postmortem.coredump import tables as t
+from postmortem.coredump.reader import Coredump
+from postmortem.coredump.rows import make_cta, make_lane, make_sm, make_warp
+from postmortem.cubin.inspect import CubinSummary, summarize_cubin
+from postmortem.errors import CorruptSection, PostmortemError
+from postmortem.model import CTA, SM, CodeLocation, Fault, FaultSource, Module, RowRef, Warp
+
+
+@dataclass(frozen=True, slots=True)
+class _LoadedModule:
+    module: Module
+    summary: CubinSummary
+
+
+class CodeMap:
+    """PC → module, section and function, over the relocated images of a dump."""
+
+    def __init__(self, core: Coredump) -> None:
+        self._core = core
+        self._loaded: list[_LoadedModule] | None = None
+
+    def modules(self) -> list[_LoadedModule]:
+        if self._loaded is None:
+            self._loaded = []
+            for module in self._core.all_modules():
+                image = module.relocated_image
+                if image is not None:
+                    summary = self._summarize(image.section)
+                    self._loaded.append(_LoadedModule(module, summary))
+        return self._loaded
+
+    def _summarize(self, section: int) -> CubinSummary:
+        core = self._core
+        offset, size = int(core.sections.offset[section]), int(core.sections.size[section])
+        label = core.sections.label(section)
+        core.file.check(offset, size, f"section {label}")
+        try:
+            return summarize_cubin(core.file.map, offset, size)
+        except PostmortemError:
+            raise
+        except Exception as error:  # pyelftools fails in many ways on a corrupt image
+            raise CorruptSection(
+                core.path, label, "image", size, f"not a readable cubin ({error})"
+            ) from None
+
+    def locate(self, device_index: int, pc: int) -> CodeLocation | None:
+        """The executable section (and its function) holding `pc` on a device."""
+        for loaded in self.modules():
+            if loaded.module.device_index != device_index:
+                continue
+            code = loaded.summary.find_code(pc)
+            if code is not None:
+                return CodeLocation(
+                    loaded.module.module_handle,
+                    code.name,
+                    code.address,
+                    pc - code.address,
+                    code.function,
+                )
+        return None
+
+
+def find_faults(core: Coredump, code_map: CodeMap | None = None) -> tuple[Fault, ...]:
+    """Every fault the dump records, lane faults first-class, sorted by location."""
+    code_map = code_map or CodeMap(core)
+    faults: list[Fault] = []
+    warps_with_lane_faults: set[RowRef] = set()
+    for lane_table in core.sections_of_type(t.LN_TABLE):
+        rows = core.rows(int(lane_table), t.LN_TABLE)
+        for row in np.flatnonzero(rows["exception"]):
+            warp_ref = core.parent_of(int(lane_table))
+            warp = _warp_at(core, warp_ref)
+            lane = make_lane(rows[row], warp, RowRef(int(lane_table), int(row)))
+            warps_with_lane_faults.add(warp_ref)
+            pc = warp.error_pc if warp.error_pc is not None else lane.virtual_pc
+            faults.append(
+                Fault(
+                    FaultSource.LANE, lane.exception, pc, lane.device_index, lane.sm_id,
+                    lane.grid_id, lane.block_idx, lane.warp_id, lane.lane, lane.thread_idx,
+                    lane.function_offset, code_map.locate(lane.device_index, pc),
+                )
+            )  # fmt: skip
+    faulted_sms = {(f.device_index, f.sm_id) for f in faults}
+    faults.extend(_warp_faults(core, code_map, warps_with_lane_faults))
+    faulted_sms |= {(f.device_index, f.sm_id) for f in faults}
+    faults.extend(_sm_faults(core, code_map, faulted_sms))
+    return tuple(sorted(faults, key=_order))
+
+
+def _order(fault: Fault) -> tuple[int, int, tuple[int, int, int], int, int]:
+    return (
+        fault.device_index,
+        fault.sm_id,
+        fault.block_idx or (-1, -1, -1),
+        -1 if fault.warp_id is None else fault.warp_id,
+        -1 if fault.lane is None else fault.lane,
+    )
+
+
+def _warp_faults(core: Coredump, code_map: CodeMap, skip: set[RowRef]) -> list[Fault]:
+    """Warps with a valid error PC but no lane exception (the code comes from the SM)."""
+    found = []
+    for warp_table in core.sections_of_type(t.WP_TABLE):
+        rows = core.rows(int(warp_table), t.WP_TABLE)
+        for row in np.flatnonzero(rows["error_pc_valid"]):
+            ref = RowRef(int(warp_table), int(row))
+            if ref in skip:
+                continue
+            warp = _warp_at(core, ref)
+            sm = _sm_at(core, core.parent_of(core.parent_of(ref.section).section))
+            found.append(
+                Fault(
+                    FaultSource.WARP, sm.exception, warp.error_pc, warp.device_index, warp.sm_id,
+                    warp.grid_id, warp.block_idx, warp.warp_id, None, None, None,
+                    code_map.locate(warp.device_index, warp.error_pc or 0),
+                )
+            )  # fmt: skip
+    return found
+
+
+def _sm_faults(core: Coredump, code_map: CodeMap, skip: set[tuple[int, int]]) -> list[Fault]:
+    """SM-level exceptions (r555+) on SMs where no warp or lane reports one."""
+    found = []
+    for sm_table in core.sections_of_type(t.SM_TABLE):
+        rows = core.rows(int(sm_table), t.SM_TABLE)
+        names = rows.dtype.names or ()
+        if "exception" not in names:
+            continue
+        for row in np.flatnonzero(rows["exception"]):
+            sm = _sm_at(core, RowRef(int(sm_table), int(row)))
+            if (sm.device_index, sm.sm_id) in skip:
+                continue
+            location = (
+                None if sm.error_pc is None else code_map.locate(sm.device_index, sm.error_pc)
+            )
+            found.append(
+                Fault(
+                    FaultSource.SM, sm.exception or 0, sm.error_pc, sm.device_index, sm.sm_id,
+                    None, None, None, None, None, None, location,
+                )
+            )  # fmt: skip
+    return found
+
+
+def _sm_at(core: Coredump, ref: RowRef) -> SM:
+    device = core.parent_of(ref.section)
+    rows = core.rows(ref.section, t.SM_TABLE)
+    return make_sm(rows[ref.row], device.row, ref, core.sections.string)
+
+
+def _cta_at(core: Coredump, ref: RowRef) -> CTA:
+    sm = _sm_at(core, core.parent_of(ref.section))
+    return make_cta(core.rows(ref.section, t.CTA_TABLE)[ref.row], sm, ref)
+
+
+def _warp_at(core: Coredump, ref: RowRef) -> Warp:
+    cta = _cta_at(core, core.parent_of(ref.section))
+    return make_warp(core.rows(ref.section, t.WP_TABLE)[ref.row], cta, ref, core.sections.string)

@@ -1,0 +1,380 @@
+"""Facts read from a coredump, as frozen values with no I/O.
+
+A field that the dump's row layout does not hold (an older driver wrote it) is None.
+Addresses are ints; only presentation formats them. Navigation from one level to the
+next (a device's SMs, a warp's lanes) goes through the open `Coredump`, which decodes
+each level only when asked, so a 270,000-lane dump costs only what a report shows.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+
+EXCEPTION_NAMES: dict[int, str] = {
+    0: "None",
+    1: "Lane Illegal Address",
+    2: "Lane User Stack Overflow",
+    3: "Device Hardware Stack Overflow",
+    4: "Warp Illegal Instruction",
+    5: "Warp Out-of-range Address",
+    6: "Warp Misaligned Address",
+    7: "Warp Invalid Address Space",
+    8: "Warp Invalid PC",
+    9: "Warp Hardware Stack Overflow",
+    10: "Device Illegal Address",
+    11: "Lane Misaligned Address",
+    12: "Warp Assert",
+    13: "Lane Syscall Error",
+    14: "Warp Illegal Address",
+    15: "Lane Nonmigratable Atomsys",
+    16: "Lane Invalid Atomsys",
+    17: "Cluster Out-of-range Address",
+    18: "Cluster Block Not Present",
+    19: "Warp Stack Canary",
+    20: "Warp Tensor Memory Access Check",
+    21: "Warp Tensor Memory Leak",
+    22: "Warp Call Requires Newer Driver",
+    0xFFFFFFFF: "Unknown Exception",
+}
+
+GENERATION_FLAGS: dict[int, str] = {
+    1: "skip_nonrelocated_elf_images",
+    2: "skip_global_memory",
+    4: "skip_shared_memory",
+    8: "skip_local_memory",
+    16: "skip_abort",
+    32: "skip_constbank_memory",
+    64: "gzip_compress",
+    128: "faulted_contexts_only",
+    1 << 30: "no_errbar_at_exit",
+    1 << 31: "log_only",
+}
+
+
+def describe_exception(code: int) -> str:
+    """The exception's name in words, as cuda-gdb spells it; unknown codes by number."""
+    name = EXCEPTION_NAMES.get(code)
+    return name if name is not None else f"Unknown exception code {code} (0x{code:x})"
+
+
+def describe_flags(flags: int) -> tuple[str, ...]:
+    """The generation flags by name; bits we do not know stay as numbers."""
+    names = [name for bit, name in GENERATION_FLAGS.items() if flags & bit]
+    unknown = flags & ~sum(GENERATION_FLAGS)
+    if unknown:
+        names.append(f"0x{unknown:x}")
+    return tuple(names)
+
+
+@dataclass(frozen=True, slots=True)
+class RowRef:
+    """Where a row lives: its table section and its index in that table."""
+
+    section: int
+    """Index of the table's section."""
+    row: int
+    """Row number inside the table."""
+
+
+Dim3 = tuple[int, int, int]
+
+
+@dataclass(frozen=True, slots=True)
+class Device:
+    """One GPU (a device-table row)."""
+
+    index: int
+    """Row number in the device table (what contexts' `device_index` refers to)."""
+    dev_id: int
+    """The driver's device ordinal."""
+    name: str
+    """Marketing name, e.g. "NVIDIA H100 80GB HBM3"."""
+    type: str
+    """Chip, e.g. "GH100"."""
+    sm_type: str
+    """SM architecture, e.g. "sm_90"."""
+    pci_bus_id: int
+    pci_dev_id: int
+    num_sms: int
+    num_warps_per_sm: int
+    num_lanes_per_warp: int
+    num_regs_per_lane: int
+    num_predicates_per_lane: int
+    sm_major: int
+    sm_minor: int
+    instruction_size: int
+    """Bytes per SASS instruction (16 on Volta and later)."""
+    status: int
+    num_uniform_regs_per_warp: int | None
+    """Since r400."""
+    num_uniform_predicates_per_warp: int | None
+    """Since r400."""
+    num_convergence_barriers_per_warp: int | None
+    """Since r575."""
+    ref: RowRef = field(repr=False, compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class Context:
+    """A CUDA context on a device."""
+
+    context_id: int
+    shared_window_base: int
+    local_window_base: int
+    global_window_base: int
+    device_index: int
+    """Row of the device table this context lives on."""
+    host_tid: int
+    """Host thread that created the context."""
+    ref: RowRef = field(repr=False, compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class Image:
+    """A cubin stored in the dump (its bytes are read on demand)."""
+
+    section: int
+    """Section holding the cubin."""
+    size_bytes: int
+    relocated: bool
+    """True for `.cudbg.relfimg` (addresses are load addresses), False for `.cudbg.elfimg`."""
+
+
+@dataclass(frozen=True, slots=True)
+class Module:
+    """A loaded module (one cubin) of a context."""
+
+    module_handle: int
+    context_id: int
+    device_index: int
+    relocated_image: Image | None
+    """None when the dump holds no relocated image for this module."""
+    unrelocated_image: Image | None
+    """None when written with `skip_nonrelocated_elf_images` (the usual setting)."""
+    ref: RowRef = field(repr=False, compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class Constbank:
+    """A constant bank of a grid (r550+)."""
+
+    bank_id: int
+    addr: int
+    size_bytes: int
+
+
+@dataclass(frozen=True, slots=True)
+class Grid:
+    """A kernel launch (a grid-table row)."""
+
+    grid_id: int
+    context_id: int
+    device_index: int
+    function: int
+    """The driver's function handle."""
+    function_entry: int
+    """Absolute address of the kernel's first instruction."""
+    module_handle: int
+    parent_grid_id: int
+    params_offset: int
+    kernel_type: int
+    origin: int
+    """0: launched from the CPU, 1: from the GPU (dynamic parallelism)."""
+    grid_status: int
+    num_regs: int
+    grid_dim: Dim3
+    block_dim: Dim3
+    attr_launch_blocking: int
+    attr_host_tid: int
+    cluster_dim: Dim3 | None
+    """Since r525."""
+    preferred_cluster_dim: Dim3 | None
+    """Since r565."""
+    ref: RowRef = field(repr=False, compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class SM:
+    """A streaming multiprocessor (an SM-table row)."""
+
+    sm_id: int
+    device_index: int
+    exception: int | None
+    """SM-level exception code (r555+); None when the layout lacks it."""
+    error_pc: int | None
+    """Set (r555+) when `error_pc_valid`: lets a reader find a fault whose warps exited."""
+    cluster_target_block_idx: Dim3 | None
+    """The cluster exception's target block (r565+), when valid."""
+    exception_string: str | None
+    """The driver's extra words about the exception (r580+)."""
+    ref: RowRef = field(repr=False, compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class CTA:
+    """A thread block resident on an SM."""
+
+    grid_id: int
+    block_idx: Dim3
+    device_index: int
+    sm_id: int
+    cluster_idx: Dim3 | None
+    """Since r525."""
+    cluster_dim: Dim3 | None
+    """Since r565."""
+    ref: RowRef = field(repr=False, compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class Warp:
+    """A warp of a CTA."""
+
+    warp_id: int
+    device_index: int
+    sm_id: int
+    grid_id: int
+    block_idx: Dim3
+    error_pc: int | None
+    """Absolute PC of the warp's exception, when the row marks it valid."""
+    valid_lanes_mask: int
+    active_lanes_mask: int
+    is_broken: bool
+    num_regs: int | None
+    """Registers per lane (r525+)."""
+    shared_mem_size: int | None
+    """Shared memory of the CTA in bytes (r570+)."""
+    in_syscall_lanes_mask: int | None
+    cbu_active_lanes_mask: int | None
+    cbu_exited_lanes_mask: int | None
+    cbu_collective_lanes_mask: int | None
+    barrier_scope: int | None
+    """Since r590."""
+    additional_barrier_info: str | None
+    """Since r590."""
+    ref: RowRef = field(repr=False, compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class Lane:
+    """A thread of a warp."""
+
+    lane: int
+    """Lane id inside the warp (the row's `ln`)."""
+    device_index: int
+    sm_id: int
+    grid_id: int
+    block_idx: Dim3
+    warp_id: int
+    thread_idx: Dim3
+    virtual_pc: int
+    """Absolute PC."""
+    function_offset: int
+    """PC relative to the start of the executing function (the row's `physPC`)."""
+    exception: int
+    call_depth: int
+    syscall_call_depth: int
+    cc_register: int
+    cbu_thread_state: int | None
+    """Since r575."""
+    return_pc: int | None
+    """The return-PC register (r615+)."""
+    ref: RowRef = field(repr=False, compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class BacktraceFrame:
+    """One row of a lane's device call stack."""
+
+    level: int
+    return_address: int
+    """Offset in the caller function."""
+    virtual_return_address: int
+    """Absolute address."""
+
+
+@dataclass(frozen=True, slots=True)
+class Metadata:
+    """The dump's metadata row (r565+)."""
+
+    generator_name: str
+    driver_version: tuple[int, int]
+    cuda_driver_version: tuple[int, int]
+    flags: int
+    """Generation flags the dump was written with."""
+    timestamp: int
+    """Unix seconds when the dump was written."""
+
+    @property
+    def flag_names(self) -> tuple[str, ...]:
+        return describe_flags(self.flags)
+
+
+@dataclass(frozen=True, slots=True)
+class MemorySegment:
+    """A captured range of device memory (the bytes stay in the file)."""
+
+    kind: str
+    """"global", "managed", "shared" or "local"."""
+    address: int
+    size_bytes: int
+    section: int
+
+
+@dataclass(frozen=True, slots=True)
+class TableLayout:
+    """The row size one table kind uses in this dump, and the driver generation it means."""
+
+    table: str
+    row_size: int
+    generation: str
+
+
+class FaultSource(Enum):
+    """Which part of the dump reported a fault."""
+
+    LANE = "lane"
+    WARP = "warp"
+    SM = "sm"
+
+
+@dataclass(frozen=True, slots=True)
+class CodeLocation:
+    """Where a PC falls among the dump's loaded code."""
+
+    module_handle: int
+    section_name: str
+    """The executable section, e.g. `.text._Z10oob_kernelPfif`."""
+    section_address: int
+    offset: int
+    """PC minus the section start: what nvdisasm prints as `/*0110*/`."""
+    function: str | None
+    """The mangled name of the function symbol of that section, when there is one."""
+
+
+@dataclass(frozen=True, slots=True)
+class Fault:
+    """An exception found in the dump, with where it happened."""
+
+    source: FaultSource
+    exception: int | None
+    """The exception code; None when only a warp's error PC says something went wrong."""
+    error_pc: int | None
+    device_index: int
+    sm_id: int
+    grid_id: int | None
+    """None for an SM-level fault (the warp that faulted is gone)."""
+    block_idx: Dim3 | None
+    warp_id: int | None
+    lane: int | None
+    thread_idx: Dim3 | None
+    function_offset: int | None
+    """The lane's own function-relative PC, to check against the code location."""
+    location: CodeLocation | None
+    """None when no relocated image in the dump holds the PC."""
+
+    @property
+    def exception_name(self) -> str:
+        if self.exception is None:
+            return "an exception the dump does not name"
+        return describe_exception(self.exception)
