@@ -1,0 +1,1 @@
+"""Presenting what the analysis found: text for terminals, JSON for programs."""

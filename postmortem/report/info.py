@@ -1,0 +1,169 @@
+"""Render a `DumpSummary` for `postmortem info`: plain text, or JSON for scripts."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections import defaultdict
+from enum import Enum
+from typing import Any
+
+from postmortem.model import Fault, describe_exception
+from postmortem.summary import DumpSummary, kernel_label
+
+_MAX_FAULT_GROUPS = 20
+
+
+def render_info_text(summary: DumpSummary) -> str:
+    """The summary as plain text, verdict (faults) first."""
+    lines = [f"{summary.path}: CUDA coredump, {_size(summary.file_size)}" + (
+        " (gzip-compressed)" if summary.compressed else ""
+    )]  # fmt: skip
+    lines += _fault_lines(summary)
+    lines.append("")
+    lines += _device_lines(summary)
+    lines += _launch_lines(summary)
+    lines += _module_lines(summary)
+    lines += _format_lines(summary)
+    return "\n".join(lines) + "\n"
+
+
+def _size(size: int) -> str:
+    for unit in ("bytes", "KiB", "MiB", "GiB"):
+        if size < 1024 or unit == "GiB":
+            return f"{size} {unit}" if unit == "bytes" else f"{size:.1f} {unit}"
+        size /= 1024  # type: ignore[assignment]
+    return str(size)
+
+
+def _fault_lines(summary: DumpSummary) -> list[str]:
+    if not summary.faults:
+        return ["no exception recorded: every warp was live (a hang or a user-triggered dump)"]
+    groups: dict[tuple[int | None, int | None], list[Fault]] = defaultdict(list)
+    for fault in summary.faults:
+        groups[(fault.exception, fault.error_pc)].append(fault)
+    lanes = sum(1 for f in summary.faults if f.lane is not None)
+    lines = [f"faults: {len(summary.faults)} records in {len(groups)} site(s), {lanes} lane(s)"]
+    for (code, pc), faults in list(groups.items())[:_MAX_FAULT_GROUPS]:
+        first = faults[0]
+        name = first.exception_name if code is not None else "exception not named"
+        number = "" if code is None else f" ({code})"
+        where = "pc unknown" if pc is None else f"pc 0x{pc:x}"
+        location = first.location
+        if location is not None:
+            where += f" = {kernel_label(location.function)}+0x{location.offset:x}"
+        elif pc is not None:
+            where += " (outside every module in the dump)"
+        lines.append(f"  {name}{number} at {where}")
+        lines.append(f"    {len(faults)} x {first.source.value}; first: {_coords(first)}")
+    if len(groups) > _MAX_FAULT_GROUPS:
+        lines.append(f"  ... and {len(groups) - _MAX_FAULT_GROUPS} more sites")
+    return lines
+
+
+def _coords(fault: Fault) -> str:
+    parts = [f"device {fault.device_index}", f"sm {fault.sm_id}"]
+    if fault.block_idx is not None:
+        parts.insert(0, "block ({},{},{})".format(*fault.block_idx))
+    if fault.thread_idx is not None:
+        parts.insert(1, "thread ({},{},{})".format(*fault.thread_idx))
+    if fault.warp_id is not None:
+        parts.append(f"warp {fault.warp_id}")
+    if fault.lane is not None:
+        parts.append(f"lane {fault.lane}")
+    if fault.grid_id is not None:
+        parts.append(f"grid {fault.grid_id}")
+    return ", ".join(parts)
+
+
+def _device_lines(summary: DumpSummary) -> list[str]:
+    lines = [f"devices: {len(summary.devices)}"]
+    lines += [
+        f"  {d.index}: {d.name} ({d.type}, {d.sm_type}), {d.num_sms} SMs x "
+        f"{d.num_warps_per_sm} warps x {d.num_lanes_per_warp} lanes, "
+        f"pci {d.pci_bus_id:02x}:{d.pci_dev_id:02x}"
+        for d in summary.devices
+    ]
+    c = summary.census
+    lines.append(f"  captured: {c.sms} SMs, {c.ctas} CTAs, {c.warps} warps, {c.lanes} lanes")
+    return lines
+
+
+def _launch_lines(summary: DumpSummary) -> list[str]:
+    lines = [f"grids: {len(summary.launches)}"]
+    for launch in summary.launches:
+        g = launch.grid
+        dims = "<<<({},{},{}),({},{},{})>>>".format(*g.grid_dim, *g.block_dim)
+        cluster = "" if not g.cluster_dim or g.cluster_dim == (0, 0, 0) else (
+            " cluster ({},{},{})".format(*g.cluster_dim)
+        )  # fmt: skip
+        lines.append(
+            f"  grid {g.grid_id} on device {g.device_index}: {kernel_label(launch.kernel)}{dims}"
+            f"{cluster}, {g.num_regs} registers"
+        )
+    return lines
+
+
+def _module_lines(summary: DumpSummary) -> list[str]:
+    lines = [f"modules: {len(summary.modules)}"]
+    for m in summary.modules:
+        image = m.module.relocated_image
+        size = _size(image.size_bytes) if image else "no image"
+        names = ", ".join(kernel_label(f) for f in m.functions) or "no functions"
+        lines.append(
+            f"  0x{m.module.module_handle:x} (context 0x{m.module.context_id:x}, "
+            f"ELF ABI v{m.abi_version}, {size}): {names}"
+        )
+    return lines
+
+
+def _format_lines(summary: DumpSummary) -> list[str]:
+    generations = sorted({layout.generation for layout in summary.layouts})
+    lines = [
+        f"format: ELF ABI v{summary.abi_version}, {summary.section_count} sections"
+        + (" (extended numbering)" if summary.extended_numbering else "")
+        + f", row layouts of {' / '.join(generations)}"
+    ]
+    meta = summary.metadata
+    if meta is not None:
+        flags = ", ".join(meta.flag_names) or "none"
+        driver, cuda = meta.driver_version, meta.cuda_driver_version
+        lines.append(
+            f"  written by {meta.generator_name}, driver {driver[0]}.{driver[1]}"
+            f" (CUDA {cuda[0]}.{cuda[1]}), "
+            f"flags: {flags}, at {meta.timestamp} (Unix time)"
+        )
+    present = [f"{name} {n}" for name, n in summary.optional_sections.items() if n]
+    absent = [name for name, n in summary.optional_sections.items() if not n]
+    lines.append("  optional sections present: " + (", ".join(present) or "none"))
+    lines.append("  absent: " + (", ".join(absent) or "none"))
+    return lines
+
+
+def render_info_json(summary: DumpSummary) -> str:
+    """The summary as JSON (stable key order; addresses as integers)."""
+    return json.dumps(_plain(summary), indent=2, sort_keys=True) + "\n"
+
+
+def _plain(value: Any) -> Any:
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {
+            f.name: _plain(getattr(value, f.name))
+            for f in dataclasses.fields(value)
+            if f.name != "ref"
+        } | _extra(value)
+    if isinstance(value, Enum):
+        return value.value
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, tuple | list):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _extra(value: Any) -> dict[str, Any]:
+    if isinstance(value, Fault):
+        return {"exception_name": value.exception_name}
+    if isinstance(getattr(value, "exception", None), int):  # noqa: B009
+        return {"exception_name": describe_exception(value.exception)}
+    return {}

@@ -1,0 +1,129 @@
+"""The summary `postmortem info` prints: what the native reader found in a dump."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from postmortem.coredump import tables as t
+from postmortem.coredump.faults import CodeMap, find_faults
+from postmortem.coredump.reader import Coredump
+from postmortem.demangle import demangle
+from postmortem.model import Device, Fault, Grid, Metadata, Module, TableLayout
+
+
+@dataclass(frozen=True, slots=True)
+class KernelLaunch:
+    """A grid with the kernel its entry address resolves to."""
+
+    grid: Grid
+    kernel: str | None
+    """Mangled name, when a relocated image holds the entry address."""
+
+
+@dataclass(frozen=True, slots=True)
+class ModuleSummary:
+    """A module and the functions of its relocated image."""
+
+    module: Module
+    functions: tuple[str, ...]
+    abi_version: int | None
+    """The cubin's ELF ABI version (7: CUDA 11/12, 8: CUDA 13); None without an image."""
+
+
+@dataclass(frozen=True, slots=True)
+class Census:
+    """How much of the GPU the dump captured."""
+
+    sms: int
+    ctas: int
+    warps: int
+    lanes: int
+
+
+@dataclass(frozen=True, slots=True)
+class DumpSummary:
+    """Everything `postmortem info` reports."""
+
+    path: str
+    file_size: int
+    compressed: bool
+    abi_version: int
+    section_count: int
+    extended_numbering: bool
+    layouts: tuple[TableLayout, ...]
+    metadata: Metadata | None
+    devices: tuple[Device, ...]
+    modules: tuple[ModuleSummary, ...]
+    launches: tuple[KernelLaunch, ...]
+    census: Census
+    faults: tuple[Fault, ...]
+    optional_sections: dict[str, int]
+
+
+def summarize(core: Coredump) -> DumpSummary:
+    """Read the parts of a dump `info` shows (tables, modules, faults; no registers)."""
+    code_map = CodeMap(core)
+    modules = tuple(
+        ModuleSummary(
+            loaded.module,
+            tuple(s.function for s in loaded.summary.code_sections if s.function),
+            loaded.summary.abi_version,
+        )
+        for loaded in code_map.modules()
+    )
+    launches = []
+    for device in core.devices:
+        for grid in core.grids(device):
+            location = code_map.locate(device.index, grid.function_entry)
+            launches.append(KernelLaunch(grid, location.function if location else None))
+    return DumpSummary(
+        path=str(core.path),
+        file_size=core.file_size,
+        compressed=core.compressed,
+        abi_version=core.identity.abi_version,
+        section_count=core.identity.section_count,
+        extended_numbering=core.identity.extended_numbering,
+        layouts=core.table_layouts(),
+        metadata=core.metadata,
+        devices=core.devices,
+        modules=modules,
+        launches=tuple(launches),
+        census=_census(core),
+        faults=find_faults(core, code_map),
+        optional_sections=_optional_sections(core),
+    )
+
+
+def _rows_in(core: Coredump, section_type: int) -> int:
+    sections = core.sections_of_type(section_type)
+    if not len(sections):
+        return 0
+    sizes, strides = core.sections.size[sections], core.sections.entsize[sections]
+    return int(np.sum(sizes // np.maximum(strides, 1)))
+
+
+def _census(core: Coredump) -> Census:
+    return Census(
+        sms=_rows_in(core, t.SM_TABLE),
+        ctas=_rows_in(core, t.CTA_TABLE),
+        warps=_rows_in(core, t.WP_TABLE),
+        lanes=_rows_in(core, t.LN_TABLE),
+    )
+
+
+_OPTIONAL = (
+    t.ELF_IMG, t.GLOBAL_MEM, t.MANAGED_MEM, t.SHARED_MEM, t.LOCAL_MEM, t.PARAM_MEM,
+    t.DEV_UREGS, t.DEV_UPRED, t.BT, t.CB_TABLE, t.META_DATA, t.CBU_BAR,
+)  # fmt: skip
+
+
+def _optional_sections(core: Coredump) -> dict[str, int]:
+    counts = core.section_counts()
+    return {t.SECTION_TYPE_NAMES[k]: counts.get(t.SECTION_TYPE_NAMES[k], 0) for k in _OPTIONAL}
+
+
+def kernel_label(mangled: str | None) -> str:
+    """A kernel's name for people: demangled, or a placeholder when unknown."""
+    return demangle(mangled) if mangled else "<unknown kernel>"
