@@ -372,6 +372,8 @@ class Fault:
     """The lane's own function-relative PC, to check against the code location."""
     location: CodeLocation | None
     """None when no relocated image in the dump holds the PC."""
+    detail: str | None = None
+    """The driver's own words about the exception (the SM row's string, r580+)."""
 
     @property
     def exception_name(self) -> str:

@@ -53,6 +53,8 @@ class DumpSummary:
     section_count: int
     extended_numbering: bool
     layouts: tuple[TableLayout, ...]
+    layout_generation: str
+    """The newest driver generation the row sizes show."""
     metadata: Metadata | None
     devices: tuple[Device, ...]
     modules: tuple[ModuleSummary, ...]
@@ -86,6 +88,7 @@ def summarize(core: Coredump) -> DumpSummary:
         section_count=core.identity.section_count,
         extended_numbering=core.identity.extended_numbering,
         layouts=core.table_layouts(),
+        layout_generation=core.layout_generation,
         metadata=core.metadata,
         devices=core.devices,
         modules=modules,

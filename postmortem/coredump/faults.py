@@ -151,7 +151,7 @@ def _sm_faults(core: Coredump, code_map: CodeMap, skip: set[tuple[int, int]]) ->
             found.append(
                 Fault(
                     FaultSource.SM, sm.exception or 0, sm.error_pc, sm.device_index, sm.sm_id,
-                    None, None, None, None, None, None, location,
+                    None, None, None, None, None, None, location, sm.exception_string,
                 )
             )  # fmt: skip
     return found

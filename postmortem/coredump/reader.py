@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from postmortem.coredump import tables as t
-from postmortem.coredump.elf import MappedFile, SectionTable, read_identity
+from postmortem.coredump.elf import SHT_NOBITS, MappedFile, SectionTable, read_identity
 from postmortem.coredump.rows import (
     make_context,
     make_cta,
@@ -79,6 +79,7 @@ class Coredump:
             self.sections = SectionTable(self._file, self.identity)
             self._children_index: dict[int, tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]] = {}
             self._rows_cache: dict[int, np.ndarray[Any, Any]] = {}
+            self._validate()
             self.devices: tuple[Device, ...] = self._read_devices()
         except BaseException:
             self._file.close()
@@ -143,6 +144,34 @@ class Coredump:
                 self.path, label, "sh_size", size, f"not a multiple of sh_entsize {entsize}"
             )
         return self.sections.view(section, layout.dtype(entsize), size // entsize)
+
+    def _validate(self) -> None:
+        """Check every section's bounds, table stride and parent link, in bulk.
+
+        Done once at open, over the header columns, so that corruption anywhere is
+        reported up front rather than only when a report happens to walk past it.
+        """
+        s, size = self.sections, self.file_size
+        in_file = s.type != SHT_NOBITS
+        past = in_file & ((s.offset > size) | (s.size > size - np.minimum(s.offset, size)))
+        for section in np.flatnonzero(past)[:1]:
+            self.sections.data(int(section))  # raises TruncatedDump with the numbers
+        rows = np.zeros(s.count, dtype=np.uint64)
+        for section_type, layout in t.LAYOUTS.items():
+            tables = self.sections_of_type(section_type)
+            bad = (s.entsize[tables] < layout.min_size) | (
+                s.size[tables] % np.maximum(s.entsize[tables], 1) != 0
+            )
+            for section in tables[bad][:1]:
+                self._decode(int(section), section_type)  # raises CorruptSection
+            rows[tables] = s.size[tables] // np.maximum(s.entsize[tables], 1)
+        for child_type, parent_type in t.PARENT_TYPE.items():
+            members = self.sections_of_type(child_type)
+            links, infos = s.link[members], s.info[members]
+            wrong = (links >= s.count) | (s.type[np.minimum(links, s.count - 1)] != parent_type)
+            wrong |= infos >= rows[np.minimum(links, s.count - 1)]
+            for section in members[wrong][:1]:
+                self.parent_of(int(section))  # raises CorruptSection naming the link
 
     def _children(self, parent: RowRef, child_type: int) -> list[int]:
         """Sections of `child_type` whose sh_link/sh_info name `parent`, in file order."""
@@ -401,6 +430,12 @@ class Coredump:
                 entsize = int(self.sections.entsize[section])
                 found[layout.table] = TableLayout(layout.table, entsize, layout.generation(entsize))
         return tuple(found.values())
+
+    @property
+    def layout_generation(self) -> str:
+        """The newest driver generation any table's row size shows (the dump's writer)."""
+        generations = [layout.generation for layout in self.table_layouts()] or ["r346"]
+        return max(generations, key=t.generation_rank)
 
     def section_counts(self) -> dict[str, int]:
         """How many sections of each known type the dump holds."""

@@ -150,6 +150,12 @@ class Layout:
         )
 
 
+def generation_rank(generation: str) -> float:
+    """Order of a generation label ("r346" < "r575" < "newer than r615")."""
+    number = float(generation.rsplit("r", 1)[-1])
+    return number + 0.5 if generation.startswith("newer") else number
+
+
 def _layout(
     table: str, sizes: tuple[tuple[int, str], ...], *spec: tuple[str, int, str, str]
 ) -> Layout:

@@ -56,6 +56,8 @@ def _fault_lines(summary: DumpSummary) -> list[str]:
             where += " (outside every module in the dump)"
         lines.append(f"  {name}{number} at {where}")
         lines.append(f"    {len(faults)} x {first.source.value}; first: {_coords(first)}")
+        if first.detail:
+            lines.append(f"    driver says: {first.detail}")
     if len(groups) > _MAX_FAULT_GROUPS:
         lines.append(f"  ... and {len(groups) - _MAX_FAULT_GROUPS} more sites")
     return lines
@@ -118,11 +120,10 @@ def _module_lines(summary: DumpSummary) -> list[str]:
 
 
 def _format_lines(summary: DumpSummary) -> list[str]:
-    generations = sorted({layout.generation for layout in summary.layouts})
     lines = [
         f"format: ELF ABI v{summary.abi_version}, {summary.section_count} sections"
         + (" (extended numbering)" if summary.extended_numbering else "")
-        + f", row layouts of {' / '.join(generations)}"
+        + f", rows in the {summary.layout_generation} layout"
     ]
     meta = summary.metadata
     if meta is not None:
