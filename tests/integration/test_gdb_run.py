@@ -1,0 +1,117 @@
+"""The real cuda-gdb on the fixture dumps (skipped without cuda-gdb; failing under CI=true)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from postmortem.errors import ToolFailed, ToolNotFound, UnreadableFile
+from postmortem.gdb import (
+    DEFAULT_COMMANDS,
+    Parsed,
+    parse_backtrace,
+    parse_exception_banner,
+    parse_print_int,
+    run_cuda_gdb,
+)
+from postmortem.gdb.parse import parse_focus
+from tests.tooling import DUMPS, require_files, require_tool
+
+
+@pytest.fixture(scope="module")
+def cuda_gdb():
+    return require_tool("cuda-gdb")
+
+
+def dump(name):
+    path = DUMPS / f"{name}.nvcudmp"
+    require_files([path] if path.is_file() else [], f"fixture dump {path.name}")
+    return path, json.loads((DUMPS / f"{name}.truth.json").read_text())
+
+
+def coords(focus):
+    return (focus.block, focus.thread, focus.device, focus.sm, focus.warp, focus.lane)
+
+
+def checkable_dumps():
+    names = sorted(p.name.removesuffix(".truth.json") for p in DUMPS.glob("*.truth.json"))
+    return [
+        n for n in names
+        if json.loads((DUMPS / f"{n}.truth.json").read_text())["cuda_gdb_checkable"]["value"]
+    ]  # fmt: skip
+
+
+def test_session_has_every_command_and_the_banner(cuda_gdb):
+    # GIVEN a dump cuda-gdb 11.8 can read
+    core, truth = dump("oob_store")
+    # WHEN cuda-gdb runs the default commands on it
+    session = run_cuda_gdb(core, cuda_gdb=cuda_gdb, timeout=120)
+    # THEN every command ran to its end marker, in order, and the banner names the fault
+    assert [o.command for o in session.outputs] == list(DEFAULT_COMMANDS)
+    assert all(o.complete for o in session.outputs)
+    assert session.version is not None
+    banner = parse_exception_banner(session.banner)
+    assert isinstance(banner, Parsed)
+    assert banner.value.error_pc == truth["cuda_gdb_expect"]["error_pc"]
+    assert parse_print_int(session.output("p/x $errorpc")) == Parsed(
+        truth["cuda_gdb_expect"]["error_pc"], session.output("p/x $errorpc")
+    )
+
+
+def test_unwinder_fault_is_retried_and_bt_then_works(cuda_gdb):
+    core, truth = dump("oob_store")
+    session = run_cuda_gdb(core, ["bt"], cuda_gdb=cuda_gdb, timeout=120)
+    codes = {d.code for d in session.diagnoses}
+    assert session.retried == ("python-unwinder-fault" in codes)
+    frames = parse_backtrace(session.output("bt"))
+    assert isinstance(frames, Parsed), session.output("bt")
+    assert frames.value[0].pc == truth["fault"]["error_pc"]
+
+
+@pytest.mark.parametrize("name", checkable_dumps())
+def test_banner_agrees_with_truth_on_every_checkable_dump(cuda_gdb, name):
+    core, truth = dump(name)
+    session = run_cuda_gdb(core, ["p/x $errorpc"], cuda_gdb=cuda_gdb, timeout=120)
+    expect = truth.get("cuda_gdb_expect")
+    banner = parse_exception_banner(session.banner)
+    assert isinstance(banner, Parsed), session.banner
+    if expect is None:
+        assert banner.value.error_pc is None and banner.value.focus is not None
+        return
+    assert banner.value.error_pc == expect["error_pc"]
+    wanted, got = parse_focus(expect["focus"]), banner.value.focus
+    assert coords(got) == coords(wanted)
+
+
+def test_abi_v8_dump_is_diagnosed_not_raised(cuda_gdb):
+    core, _ = dump("oob_store_v8")
+    session = run_cuda_gdb(core, ["info cuda kernels"], cuda_gdb=cuda_gdb, timeout=120)
+    assert "cubin-abi-too-new" in {d.code for d in session.diagnoses}
+
+
+def test_a_file_that_is_no_dump_is_diagnosed(cuda_gdb, tmp_path):
+    junk = tmp_path / "junk.nvcudmp"
+    junk.write_bytes(b"not an ELF file\n")
+    session = run_cuda_gdb(junk, ["info cuda kernels"], cuda_gdb=cuda_gdb, timeout=60)
+    assert "not-a-gpu-coredump" in {d.code for d in session.diagnoses}
+    assert session.output("info cuda kernels") == "No CUDA kernels."
+
+
+def test_missing_core_is_unreadable(cuda_gdb, tmp_path):
+    with pytest.raises(UnreadableFile):
+        run_cuda_gdb(tmp_path / "absent.nvcudmp", cuda_gdb=cuda_gdb)
+
+
+def test_missing_cuda_gdb_is_tool_not_found(tmp_path):
+    junk = tmp_path / "junk.nvcudmp"
+    junk.write_bytes(b"x")
+    with pytest.raises(ToolNotFound):
+        run_cuda_gdb(junk, cuda_gdb=tmp_path / "no-cuda-gdb")
+
+
+def test_timeout_is_tool_failed_without_returncode(cuda_gdb, tmp_path):
+    core, _ = dump("oob_store")
+    with pytest.raises(ToolFailed) as info:
+        run_cuda_gdb(core, cuda_gdb=cuda_gdb, timeout=0.001)
+    assert info.value.returncode is None

@@ -1,0 +1,56 @@
+"""Helpers for tests that need external tools or recorded transcripts.
+
+`require_tool` is drgn's switch: a missing tool skips the test with the reason, except under
+``CI=true``, where it fails (CI promises the tools are installed).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from postmortem.errors import ToolNotFound
+from postmortem.tools import find_tool
+
+REPO = Path(__file__).resolve().parent.parent
+TRANSCRIPTS = REPO / "fixtures" / "transcripts"
+# POSTMORTEM_FIXTURE_DUMPS: a private build of the fixture dumps (build_dumps.py --out DIR).
+DUMPS = Path(os.environ.get("POSTMORTEM_FIXTURE_DUMPS") or REPO / "fixtures" / "dumps")
+_META_KEYS = ("# source:", "# tool-version:", "# note:")
+
+
+def in_ci() -> bool:
+    """True when the environment says this is CI (``CI=true``)."""
+    return os.environ.get("CI", "").strip().lower() == "true"
+
+
+def require_tool(name: str) -> Path:
+    """Returns the path of an external tool, or skips the test (fails under CI=true)."""
+    try:
+        return find_tool(name)
+    except ToolNotFound as exc:
+        message = f"{exc}; hint: {exc.hint}"
+        if in_ci():
+            pytest.fail(f"CI=true and a required tool is missing: {message}")
+        pytest.skip(message)
+
+
+def require_files(paths: list[Path], what: str) -> list[Path]:
+    """Returns `paths` when there are any; otherwise skips (fails under CI=true)."""
+    if paths:
+        return paths
+    if in_ci():
+        pytest.fail(f"CI=true and there are no {what}")
+    pytest.skip(f"no {what} yet")
+
+
+def load_transcript(path: Path) -> tuple[dict[str, str], str]:
+    """Splits a transcript file into its ``# key:`` header lines and the raw tool output."""
+    meta: dict[str, str] = {}
+    lines = path.read_text(encoding="utf-8").split("\n")
+    while lines and lines[0].startswith(_META_KEYS):
+        key, _, value = lines.pop(0)[2:].partition(":")
+        meta[key.strip()] = value.strip()
+    return meta, "\n".join(lines)
