@@ -239,8 +239,9 @@ class SectionTable:
 
     def view(self, index: int, dtype: np.dtype[Any], count: int) -> np.ndarray[Any, Any]:
         """`count` records of `dtype` at the start of the section, bounds-checked."""
-        offset = int(self.offset[index])
-        self._mapped.check(offset, count * dtype.itemsize, f"section {self.label(index)}")
+        offset, size = int(self.offset[index]), count * dtype.itemsize
+        if offset + size > self._mapped.size:  # the label is built only for the error
+            self._mapped.check(offset, size, f"section {self.label(index)}")
         rows: np.ndarray[Any, Any] = np.frombuffer(self._mapped.map, dtype, count, offset).copy()
         return rows
 

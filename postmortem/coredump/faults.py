@@ -11,8 +11,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
-
 from postmortem.coredump import tables as t
 from postmortem.coredump.reader import Coredump
 from postmortem.coredump.rows import make_cta, make_lane, make_sm, make_warp
@@ -80,24 +78,21 @@ def find_faults(core: Coredump, code_map: CodeMap | None = None) -> tuple[Fault,
     code_map = code_map or CodeMap(core)
     faults: list[Fault] = []
     warps_with_lane_faults: set[RowRef] = set()
-    for lane_table in core.sections_of_type(t.LN_TABLE):
-        rows = core.rows(int(lane_table), t.LN_TABLE)
-        for row in np.flatnonzero(rows["exception"]):
-            warp_ref = core.parent_of(int(lane_table))
-            warp = _warp_at(core, warp_ref)
-            lane = make_lane(rows[row], warp, RowRef(int(lane_table), int(row)))
-            warps_with_lane_faults.add(warp_ref)
-            pc = warp.error_pc if warp.error_pc is not None else lane.virtual_pc
-            faults.append(
-                Fault(
-                    FaultSource.LANE, lane.exception, pc, lane.device_index, lane.sm_id,
-                    lane.grid_id, lane.block_idx, lane.warp_id, lane.lane, lane.thread_idx,
-                    lane.function_offset, code_map.locate(lane.device_index, pc),
-                )
-            )  # fmt: skip
-    faulted_sms = {(f.device_index, f.sm_id) for f in faults}
+    for ref in core.nonzero_rows(t.LN_TABLE, "exception"):
+        warp_ref = core.parent_of(ref.section)
+        warp = _warp_at(core, warp_ref)
+        lane = make_lane(core.rows(ref.section, t.LN_TABLE)[ref.row], warp, ref)
+        warps_with_lane_faults.add(warp_ref)
+        pc = warp.error_pc if warp.error_pc is not None else lane.virtual_pc
+        faults.append(
+            Fault(
+                FaultSource.LANE, lane.exception, pc, lane.device_index, lane.sm_id,
+                lane.grid_id, lane.block_idx, lane.warp_id, lane.lane, lane.thread_idx,
+                lane.function_offset, code_map.locate(lane.device_index, pc),
+            )
+        )  # fmt: skip
     faults.extend(_warp_faults(core, code_map, warps_with_lane_faults))
-    faulted_sms |= {(f.device_index, f.sm_id) for f in faults}
+    faulted_sms = {(f.device_index, f.sm_id) for f in faults}
     faults.extend(_sm_faults(core, code_map, faulted_sms))
     return tuple(sorted(faults, key=_order))
 
@@ -115,45 +110,35 @@ def _order(fault: Fault) -> tuple[int, int, tuple[int, int, int], int, int]:
 def _warp_faults(core: Coredump, code_map: CodeMap, skip: set[RowRef]) -> list[Fault]:
     """Warps with a valid error PC but no lane exception (the code comes from the SM)."""
     found = []
-    for warp_table in core.sections_of_type(t.WP_TABLE):
-        rows = core.rows(int(warp_table), t.WP_TABLE)
-        for row in np.flatnonzero(rows["error_pc_valid"]):
-            ref = RowRef(int(warp_table), int(row))
-            if ref in skip:
-                continue
-            warp = _warp_at(core, ref)
-            sm = _sm_at(core, core.parent_of(core.parent_of(ref.section).section))
-            found.append(
-                Fault(
-                    FaultSource.WARP, sm.exception, warp.error_pc, warp.device_index, warp.sm_id,
-                    warp.grid_id, warp.block_idx, warp.warp_id, None, None, None,
-                    code_map.locate(warp.device_index, warp.error_pc or 0),
-                )
-            )  # fmt: skip
+    for ref in core.nonzero_rows(t.WP_TABLE, "error_pc_valid"):
+        if ref in skip:
+            continue
+        warp = _warp_at(core, ref)
+        sm = _sm_at(core, core.parent_of(core.parent_of(ref.section).section))
+        found.append(
+            Fault(
+                FaultSource.WARP, sm.exception, warp.error_pc, warp.device_index, warp.sm_id,
+                warp.grid_id, warp.block_idx, warp.warp_id, None, None, None,
+                code_map.locate(warp.device_index, warp.error_pc or 0),
+            )
+        )  # fmt: skip
     return found
 
 
 def _sm_faults(core: Coredump, code_map: CodeMap, skip: set[tuple[int, int]]) -> list[Fault]:
     """SM-level exceptions (r555+) on SMs where no warp or lane reports one."""
     found = []
-    for sm_table in core.sections_of_type(t.SM_TABLE):
-        rows = core.rows(int(sm_table), t.SM_TABLE)
-        names = rows.dtype.names or ()
-        if "exception" not in names:
+    for ref in core.nonzero_rows(t.SM_TABLE, "exception"):
+        sm = _sm_at(core, ref)
+        if (sm.device_index, sm.sm_id) in skip:
             continue
-        for row in np.flatnonzero(rows["exception"]):
-            sm = _sm_at(core, RowRef(int(sm_table), int(row)))
-            if (sm.device_index, sm.sm_id) in skip:
-                continue
-            location = (
-                None if sm.error_pc is None else code_map.locate(sm.device_index, sm.error_pc)
+        location = None if sm.error_pc is None else code_map.locate(sm.device_index, sm.error_pc)
+        found.append(
+            Fault(
+                FaultSource.SM, sm.exception or 0, sm.error_pc, sm.device_index, sm.sm_id,
+                None, None, None, None, None, None, location, sm.exception_string,
             )
-            found.append(
-                Fault(
-                    FaultSource.SM, sm.exception or 0, sm.error_pc, sm.device_index, sm.sm_id,
-                    None, None, None, None, None, None, location, sm.exception_string,
-                )
-            )  # fmt: skip
+        )  # fmt: skip
     return found
 
 

@@ -133,15 +133,18 @@ class Coredump:
     def _decode(self, section: int, section_type: int) -> np.ndarray[Any, Any]:
         layout = t.LAYOUTS[section_type]
         entsize, size = int(self.sections.entsize[section]), int(self.sections.size[section])
-        label = self.sections.label(section)
         if entsize < layout.min_size:
             raise CorruptSection(
-                self.path, label, "sh_entsize", entsize,
+                self.path, self.sections.label(section), "sh_entsize", entsize,
                 f"a {layout.table} row is at least {layout.min_size} bytes",
             )  # fmt: skip
         if size % entsize:
             raise CorruptSection(
-                self.path, label, "sh_size", size, f"not a multiple of sh_entsize {entsize}"
+                self.path,
+                self.sections.label(section),
+                "sh_size",
+                size,
+                f"not a multiple of sh_entsize {entsize}",
             )
         return self.sections.view(section, layout.dtype(entsize), size // entsize)
 
@@ -172,6 +175,31 @@ class Coredump:
             wrong |= infos >= rows[np.minimum(links, s.count - 1)]
             for section in members[wrong][:1]:
                 self.parent_of(int(section))  # raises CorruptSection naming the link
+
+    def nonzero_rows(self, section_type: int, field: str) -> list[RowRef]:
+        """Rows, across every table of `section_type`, whose `field` is non-zero.
+
+        One gather over the mapped file reads just that column of every table, so finding
+        the few faulting lanes among 270,000 costs one pass, not a Python object per row.
+        Tables whose stride lacks the field are skipped.
+        """
+        s, column = self.sections, t.LAYOUTS[section_type].field(field)
+        tables = self.sections_of_type(section_type)
+        tables = tables[s.entsize[tables] >= column.end]
+        counts = (s.size[tables] // s.entsize[tables]).astype(np.int64)
+        total = int(counts.sum())
+        if total == 0:
+            return []
+        owner = np.repeat(np.arange(len(tables)), counts)
+        row = np.arange(total) - np.repeat(np.cumsum(counts) - counts, counts)
+        start = s.offset[tables].astype(np.int64)[owner] + column.offset
+        positions = start + row * s.entsize[tables].astype(np.int64)[owner]
+        raw = np.frombuffer(self._file.map, np.uint8)
+        values = raw[positions[:, None] + np.arange(column.end - column.offset)]
+        del raw  # release the export so the map can close
+        return [
+            RowRef(int(tables[owner[i]]), int(row[i])) for i in np.flatnonzero(values.any(axis=1))
+        ]
 
     def _children(self, parent: RowRef, child_type: int) -> list[int]:
         """Sections of `child_type` whose sh_link/sh_info name `parent`, in file order."""

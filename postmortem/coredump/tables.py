@@ -10,6 +10,7 @@ driver layout a dump was written with.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -139,15 +140,24 @@ class Layout:
 
     def dtype(self, entsize: int) -> np.dtype[Any]:
         """A numpy record type over rows of `entsize` bytes, with only the fields present."""
-        fields = self.present(entsize)
-        return np.dtype(
-            {
-                "names": [f.name for f in fields],
-                "formats": ["<" + f.fmt for f in fields],
-                "offsets": [f.offset for f in fields],
-                "itemsize": entsize,
-            }
-        )
+        return _dtype(self, entsize)
+
+    def field(self, name: str) -> Field:
+        """The field called `name`."""
+        return next(f for f in self.fields if f.name == name)
+
+
+@lru_cache(maxsize=256)
+def _dtype(layout: Layout, entsize: int) -> np.dtype[Any]:
+    fields = layout.present(entsize)
+    return np.dtype(
+        {
+            "names": [f.name for f in fields],
+            "formats": ["<" + f.fmt for f in fields],
+            "offsets": [f.offset for f in fields],
+            "itemsize": entsize,
+        }
+    )
 
 
 def generation_rank(generation: str) -> float:
