@@ -241,6 +241,12 @@ class Coredump:
         section_type = int(self.sections.type[section])
         return t.SECTION_TYPE_NAMES.get(section_type, f"section type 0x{section_type:x}")
 
+    def _rows_under(self, parent: RowRef, table_type: int) -> Iterator[tuple[RowRef, Any]]:
+        """Every row of every table of `table_type` hanging from `parent`, with its ref."""
+        for section in self._children(parent, table_type):
+            for row, values in enumerate(self.rows(section, table_type)):
+                yield RowRef(section, row), values
+
     def _only_child(self, parent: RowRef, child_type: int) -> int | None:
         children = self._children(parent, child_type)
         return children[0] if children else None
@@ -274,21 +280,17 @@ class Coredump:
 
     def modules(self, context: Context) -> tuple[Module, ...]:
         """The modules loaded in a context, with their images."""
-        found = []
-        for section in self._children(context.ref, t.MOD_TABLE):
-            for row, values in enumerate(self.rows(section, t.MOD_TABLE)):
-                ref = RowRef(section, row)
-                found.append(
-                    Module(
-                        int(values["module_handle"]),
-                        context.context_id,
-                        context.device_index,
-                        self._image(ref, t.RELF_IMG),
-                        self._image(ref, t.ELF_IMG),
-                        ref,
-                    )
-                )
-        return tuple(found)
+        return tuple(
+            Module(
+                int(values["module_handle"]),
+                context.context_id,
+                context.device_index,
+                self._image(ref, t.RELF_IMG),
+                self._image(ref, t.ELF_IMG),
+                ref,
+            )
+            for ref, values in self._rows_under(context.ref, t.MOD_TABLE)
+        )
 
     def all_modules(self) -> tuple[Module, ...]:
         """Every module of every context."""
@@ -306,11 +308,10 @@ class Coredump:
 
     def grids(self, device: Device) -> tuple[Grid, ...]:
         """The grids (kernel launches) present on a device."""
-        found = []
-        for section in self._children(device.ref, t.GRID_TABLE):
-            for row, values in enumerate(self.rows(section, t.GRID_TABLE)):
-                found.append(make_grid(values, device.index, RowRef(section, row)))
-        return tuple(found)
+        return tuple(
+            make_grid(values, device.index, ref)
+            for ref, values in self._rows_under(device.ref, t.GRID_TABLE)
+        )
 
     def params(self, grid: Grid) -> bytes | None:
         """The grid's kernel parameter bytes, when the dump holds them."""
@@ -327,35 +328,29 @@ class Coredump:
 
     def sms(self, device: Device) -> tuple[SM, ...]:
         """The SMs of a device that the dump holds."""
-        found = []
-        for section in self._children(device.ref, t.SM_TABLE):
-            for row, values in enumerate(self.rows(section, t.SM_TABLE)):
-                found.append(make_sm(values, device.index, RowRef(section, row), self._string))
-        return tuple(found)
+        return tuple(
+            make_sm(values, device.index, ref, self._string)
+            for ref, values in self._rows_under(device.ref, t.SM_TABLE)
+        )
 
     def ctas(self, sm: SM) -> tuple[CTA, ...]:
         """The CTAs resident on an SM."""
-        found = []
-        for section in self._children(sm.ref, t.CTA_TABLE):
-            for row, values in enumerate(self.rows(section, t.CTA_TABLE)):
-                found.append(make_cta(values, sm, RowRef(section, row)))
-        return tuple(found)
+        return tuple(
+            make_cta(values, sm, ref) for ref, values in self._rows_under(sm.ref, t.CTA_TABLE)
+        )
 
     def warps(self, cta: CTA) -> tuple[Warp, ...]:
         """The warps of a CTA."""
-        found = []
-        for section in self._children(cta.ref, t.WP_TABLE):
-            for row, values in enumerate(self.rows(section, t.WP_TABLE)):
-                found.append(make_warp(values, cta, RowRef(section, row), self._string))
-        return tuple(found)
+        return tuple(
+            make_warp(values, cta, ref, self._string)
+            for ref, values in self._rows_under(cta.ref, t.WP_TABLE)
+        )
 
     def lanes(self, warp: Warp) -> tuple[Lane, ...]:
         """The lanes (threads) of a warp."""
-        found = []
-        for section in self._children(warp.ref, t.LN_TABLE):
-            for row, values in enumerate(self.rows(section, t.LN_TABLE)):
-                found.append(make_lane(values, warp, RowRef(section, row)))
-        return tuple(found)
+        return tuple(
+            make_lane(values, warp, ref) for ref, values in self._rows_under(warp.ref, t.LN_TABLE)
+        )
 
     def iter_warps(self, device: Device) -> Iterator[Warp]:
         """Every warp of a device, SM by SM."""

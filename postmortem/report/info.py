@@ -43,7 +43,14 @@ def _fault_lines(summary: DumpSummary) -> list[str]:
     for fault in summary.faults:
         groups[(fault.exception, fault.error_pc)].append(fault)
     lanes = sum(1 for f in summary.faults if f.lane is not None)
-    lines = [f"faults: {len(summary.faults)} records in {len(groups)} site(s), {lanes} lane(s)"]
+    warps = len(
+        {(f.device_index, f.sm_id, f.warp_id) for f in summary.faults if f.warp_id is not None}
+    )
+    others = len(summary.faults) - lanes
+    parts = [f"{_count(lanes, 'lane')} in {_count(warps, 'warp')}"] if lanes else []
+    if others:
+        parts.append(f"{_count(others, 'warp or SM record')} with no faulting lane")
+    lines = [f"faults at {_count(len(groups), 'PC')}: " + "; ".join(parts)]
     for (code, pc), faults in list(groups.items())[:_MAX_FAULT_GROUPS]:
         first = faults[0]
         name = first.exception_name if code is not None else "exception not named"
@@ -55,12 +62,16 @@ def _fault_lines(summary: DumpSummary) -> list[str]:
         elif pc is not None:
             where += " (outside every module in the dump)"
         lines.append(f"  {name}{number} at {where}")
-        lines.append(f"    {len(faults)} x {first.source.value}; first: {_coords(first)}")
+        lines.append(f"    {_count(len(faults), first.source.value)}; first: {_coords(first)}")
         if first.detail:
             lines.append(f"    driver says: {first.detail}")
     if len(groups) > _MAX_FAULT_GROUPS:
         lines.append(f"  ... and {len(groups) - _MAX_FAULT_GROUPS} more sites")
     return lines
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" + ("" if n == 1 else "s")
 
 
 def _coords(fault: Fault) -> str:
