@@ -25,9 +25,18 @@ if [ ! -x "$VENV/bin/python" ]; then
         "$PYTHON" -m venv "$VENV"
     fi
 fi
-"$VENV/bin/python" -m pip install -q --upgrade pip >/dev/null
+LOG="$VENV/setup.log"
+pip_install() {
+    # pip's build chatter goes to a log, shown only when something fails.
+    if ! "$VENV/bin/python" -m pip install -q "$@" >"$LOG" 2>&1; then
+        tail -n 30 "$LOG" >&2
+        echo "error: pip install $* failed (full log: $LOG)" >&2
+        exit 1
+    fi
+}
+pip_install --upgrade pip
 if [ "${1:-}" = test ]; then
-    "$VENV/bin/python" -m pip install -q -e ".[tools,dev,fixtures]"
+    pip_install -e ".[tools,dev,fixtures]"
     if ! command -v cuda-gdb >/dev/null 2>&1; then
         # Debian ships cuda-gdb 11.8 as nvidia-cuda-gdb in non-free.
         for f in /etc/apt/sources.list.d/debian.sources; do
@@ -40,5 +49,5 @@ if [ "${1:-}" = test ]; then
         apt_install nvidia-cuda-gdb || echo "setup: could not install cuda-gdb; its tests will skip (or fail under CI=true)" >&2
     fi
 else
-    "$VENV/bin/python" -m pip install -q -e ".[tools]"
+    pip_install -e ".[tools]"
 fi
