@@ -20,9 +20,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "bench" / "out"
-sys.path.insert(0, str(ROOT / "fixtures" / "builder"))
-
-from large import write_large_dump  # noqa: E402  (the fixture builder's scripts are not a package)
+BUILDER = ROOT / "fixtures" / "builder"
 
 # Run in a child so that peak RSS is the reader's alone, not this script's.
 _CHILD = """
@@ -37,6 +35,16 @@ rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 print(json.dumps({"seconds": elapsed, "rss": rss, "lanes": s.census.lanes,
                   "faults": len(s.faults), "sections": s.section_count}))
 """
+
+
+def build(path: Path, lanes: int, global_bytes: int) -> None:
+    """Write the dump in a child: Linux keeps a parent's peak RSS in its children's
+    ru_maxrss, so building here would inflate every measurement that follows."""
+    code = (
+        f"import sys; sys.path.insert(0, {str(BUILDER)!r}); from large import write_large_dump; "
+        f"write_large_dump({str(path)!r}, lanes={lanes}, global_bytes={global_bytes})"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
 
 
 def measure(path: Path, repeat: int) -> dict[str, float]:
@@ -79,7 +87,7 @@ def main() -> None:
     ):
         if not path.exists():
             start = time.perf_counter()
-            write_large_dump(path, lanes=lanes, global_bytes=global_bytes)
+            build(path, lanes, global_bytes)
             print(f"built {path.name} in {time.perf_counter() - start:.1f} s")
     big, little = measure(large, args.repeat), measure(small, args.repeat)
     base = baseline_rss()
