@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
-
 from postmortem.coredump import tables as t
 from postmortem.coredump.faults import CodeMap, find_faults
 from postmortem.coredump.reader import Coredump
@@ -99,20 +97,12 @@ def summarize(core: Coredump) -> DumpSummary:
     )
 
 
-def _rows_in(core: Coredump, section_type: int) -> int:
-    sections = core.sections_of_type(section_type)
-    if not len(sections):
-        return 0
-    sizes, strides = core.sections.size[sections], core.sections.entsize[sections]
-    return int(np.sum(sizes // np.maximum(strides, 1)))
-
-
 def _census(core: Coredump) -> Census:
     return Census(
-        sms=_rows_in(core, t.SM_TABLE),
-        ctas=_rows_in(core, t.CTA_TABLE),
-        warps=_rows_in(core, t.WP_TABLE),
-        lanes=_rows_in(core, t.LN_TABLE),
+        sms=core.tables.row_count(t.SM_TABLE),
+        ctas=core.tables.row_count(t.CTA_TABLE),
+        warps=core.tables.row_count(t.WP_TABLE),
+        lanes=core.tables.row_count(t.LN_TABLE),
     )
 
 

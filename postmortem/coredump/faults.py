@@ -78,10 +78,10 @@ def find_faults(core: Coredump, code_map: CodeMap | None = None) -> tuple[Fault,
     code_map = code_map or CodeMap(core)
     faults: list[Fault] = []
     warps_with_lane_faults: set[RowRef] = set()
-    for ref in core.nonzero_rows(t.LN_TABLE, "exception"):
-        warp_ref = core.parent_of(ref.section)
+    for ref in core.tables.nonzero_rows(t.LN_TABLE, "exception"):
+        warp_ref = core.tables.parent_of(ref.section)
         warp = _warp_at(core, warp_ref)
-        lane = make_lane(core.rows(ref.section, t.LN_TABLE)[ref.row], warp, ref)
+        lane = make_lane(core.tables.rows(ref.section, t.LN_TABLE)[ref.row], warp, ref)
         warps_with_lane_faults.add(warp_ref)
         pc = warp.error_pc if warp.error_pc is not None else lane.virtual_pc
         faults.append(
@@ -110,11 +110,11 @@ def _order(fault: Fault) -> tuple[int, int, tuple[int, int, int], int, int]:
 def _warp_faults(core: Coredump, code_map: CodeMap, skip: set[RowRef]) -> list[Fault]:
     """Warps with a valid error PC but no lane exception (the code comes from the SM)."""
     found = []
-    for ref in core.nonzero_rows(t.WP_TABLE, "error_pc_valid"):
+    for ref in core.tables.nonzero_rows(t.WP_TABLE, "error_pc_valid"):
         if ref in skip:
             continue
         warp = _warp_at(core, ref)
-        sm = _sm_at(core, core.parent_of(core.parent_of(ref.section).section))
+        sm = _sm_at(core, core.tables.parent_of(core.tables.parent_of(ref.section).section))
         found.append(
             Fault(
                 FaultSource.WARP, sm.exception, warp.error_pc, warp.device_index, warp.sm_id,
@@ -128,7 +128,7 @@ def _warp_faults(core: Coredump, code_map: CodeMap, skip: set[RowRef]) -> list[F
 def _sm_faults(core: Coredump, code_map: CodeMap, skip: set[tuple[int, int]]) -> list[Fault]:
     """SM-level exceptions (r555+) on SMs where no warp or lane reports one."""
     found = []
-    for ref in core.nonzero_rows(t.SM_TABLE, "exception"):
+    for ref in core.tables.nonzero_rows(t.SM_TABLE, "exception"):
         sm = _sm_at(core, ref)
         if (sm.device_index, sm.sm_id) in skip:
             continue
@@ -143,16 +143,18 @@ def _sm_faults(core: Coredump, code_map: CodeMap, skip: set[tuple[int, int]]) ->
 
 
 def _sm_at(core: Coredump, ref: RowRef) -> SM:
-    device = core.parent_of(ref.section)
-    rows = core.rows(ref.section, t.SM_TABLE)
+    device = core.tables.parent_of(ref.section)
+    rows = core.tables.rows(ref.section, t.SM_TABLE)
     return make_sm(rows[ref.row], device.row, ref, core.sections.string)
 
 
 def _cta_at(core: Coredump, ref: RowRef) -> CTA:
-    sm = _sm_at(core, core.parent_of(ref.section))
-    return make_cta(core.rows(ref.section, t.CTA_TABLE)[ref.row], sm, ref)
+    sm = _sm_at(core, core.tables.parent_of(ref.section))
+    return make_cta(core.tables.rows(ref.section, t.CTA_TABLE)[ref.row], sm, ref)
 
 
 def _warp_at(core: Coredump, ref: RowRef) -> Warp:
-    cta = _cta_at(core, core.parent_of(ref.section))
-    return make_warp(core.rows(ref.section, t.WP_TABLE)[ref.row], cta, ref, core.sections.string)
+    cta = _cta_at(core, core.tables.parent_of(ref.section))
+    return make_warp(
+        core.tables.rows(ref.section, t.WP_TABLE)[ref.row], cta, ref, core.sections.string
+    )
