@@ -13,6 +13,7 @@ import gzip
 import mmap
 import os
 import shutil
+import stat
 import struct
 import tempfile
 import zlib
@@ -82,6 +83,8 @@ class MappedFile:
         self.compressed = False
         self._tempdir: str | None = None
         try:
+            if not stat.S_ISREG(os.stat(path).st_mode):
+                raise UnreadableFile(path, "not a regular file")
             self._file = open(path, "rb")  # noqa: SIM115 - lives as long as the map
         except OSError as error:
             raise UnreadableFile(path, error.strerror or str(error)) from None

@@ -173,6 +173,11 @@ class Coredump:
             for ref, values in self.tables.rows_under(device.ref, t.GRID_TABLE)
         )
 
+    def find_grid(self, device_index: int, grid_id: int) -> Grid | None:
+        """The grid with `grid_id` on a device (how a CTA or a fault names its launch)."""
+        device = self.device(device_index)
+        return next((g for g in self.grids(device) if g.grid_id == grid_id), None)
+
     def params(self, grid: Grid) -> bytes | None:
         """The grid's kernel parameter bytes, when the dump holds them."""
         section = self.tables.only_child(grid.ref, t.PARAM_MEM)

@@ -166,3 +166,31 @@ def test_newer_layouts_read_the_same_as_their_r400_twins():
                 b.registers(x) for d in b.devices for w in b.iter_warps(d) for x in b.lanes(w)
             ]
             assert regs_a == regs_b
+
+
+def test_gzip_dump_is_read_from_a_private_copy_that_is_removed(tmp_path, monkeypatch):
+    # GIVEN a gzip-compressed dump and a private temporary directory
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", None)
+    path = next(p for p in dump_paths() if p.name.endswith(".gz"))
+    # WHEN it is opened THEN it reads as the uncompressed dump does, from a 0700 directory
+    with open_coredump(path) as core:
+        assert core.compressed
+        assert find_faults(core)
+        copies = list(tmp_path.iterdir())
+        assert len(copies) == 1 and (copies[0].stat().st_mode & 0o777) == 0o700
+    # AND nothing is left behind once it is closed
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_each_fault_names_a_grid_the_dump_holds():
+    for path in dump_paths():
+        with open_coredump(path) as core:
+            for fault in find_faults(core):
+                if fault.grid_id is not None:
+                    grid = core.find_grid(fault.device_index, fault.grid_id)
+                    assert grid is not None
+                    assert fault.location is not None
+                    assert fault.location.function is not None

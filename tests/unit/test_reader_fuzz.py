@@ -19,7 +19,13 @@ from tests.walk import walk
 
 SEEDS = [
     DUMPS / name
-    for name in ("oob_store.nvcudmp", "r575_full.nvcudmp", "two_modules.nvcudmp")
+    for name in (
+        "oob_store.nvcudmp",
+        "oob_store_r615.nvcudmp",
+        "oob_store_memory.nvcudmp",
+        "two_modules.nvcudmp",
+        "sm_fault.nvcudmp",
+    )
     if (DUMPS / name).exists()
 ] or sorted(DUMPS.glob("*.nvcudmp"))[:3]
 
