@@ -1,0 +1,124 @@
+"""Disassemble one kernel of a cubin with nvdisasm: the adapter (argv, run, parse).
+
+The argv is built by a pure function, the tool runs through `postmortem.toolrun.run_tool`
+(the only caller of subprocess), and its output is parsed by `postmortem.cubin.sass`.
+``-fun <symbol index>`` makes nvdisasm decode that one function only, which is what keeps
+localizing a fault fast on a cubin of hundreds of kernels (see bench/bench_localize.py).
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from postmortem.cubin.sass import SassListing, parse_sass
+from postmortem.errors import ToolFailed
+from postmortem.toolrun import run_tool
+from postmortem.tools import find_tool, tool_version
+
+__all__ = ["Disassembly", "build_nvdisasm_argv", "disassemble"]
+
+_TOOL = "nvdisasm"
+# -ndf: no dataflow analysis (slow, and only adds comments); -c: code sections only;
+# -gi: source lines with the inline chain (from .debug_line; nothing without -lineinfo).
+_FLAGS = ("-ndf", "-c", "-gi")
+_CUBIN_NAME = "module.cubin"
+
+
+@dataclass(frozen=True, slots=True)
+class Disassembly:
+    """What one nvdisasm run on a cubin produced."""
+
+    listing: SassListing
+    """The parsed listing."""
+    tool_version: str | None
+    """nvdisasm's version (``13.5.37``); None when it did not say."""
+    argv: tuple[str, ...]
+    """The argv nvdisasm ran with (its cubin argument was a temporary file, now removed)."""
+    seconds: float
+    """Wall-clock time of the nvdisasm run."""
+    stderr: str
+    """What nvdisasm printed on stderr, e.g. its "switching to Old format" warning on
+    ABI v7 cubins, which is not an error."""
+
+
+def build_nvdisasm_argv(nvdisasm: Path, cubin: Path, symbol_index: int | None) -> list[str]:
+    """Returns the argv that disassembles a cubin, or one function of it.
+
+    Args:
+        nvdisasm: The nvdisasm executable.
+        cubin: The cubin file.
+        symbol_index: The function's index in ``.symtab``, for ``-fun``; None for all code.
+
+    Returns:
+        ``[nvdisasm, -ndf, -c, -gi, (-fun N,) cubin]``.
+
+    Raises:
+        ValueError: `symbol_index` is negative.
+    """
+    argv = [os.fspath(nvdisasm), *_FLAGS]
+    if symbol_index is not None:
+        if symbol_index < 0:
+            raise ValueError(f"symbol index must not be negative: {symbol_index}")
+        argv += ["-fun", str(symbol_index)]
+    argv.append(os.fspath(cubin))
+    return argv
+
+
+def disassemble(
+    cubin: bytes,
+    symbol_index: int | None,
+    *,
+    nvdisasm: str | os.PathLike[str] | None = None,
+    timeout: float = 120.0,
+) -> Disassembly:
+    """Disassembles a cubin held in memory, or only one function of it.
+
+    The bytes go to a private temporary directory that is removed afterwards.
+
+    Args:
+        cubin: The cubin's bytes (e.g. a relocated image from a coredump).
+        symbol_index: The ``.symtab`` index of the function to disassemble alone (``-fun``);
+            None disassembles every code section (slow on large cubins).
+        nvdisasm: The nvdisasm to use; searched for (`postmortem.tools.find_tool`) when None.
+        timeout: Seconds before nvdisasm is killed.
+
+    Returns:
+        The parsed listing and how it was obtained.
+
+    Raises:
+        ToolNotFound: No nvdisasm was found (the error's hint says how to install it).
+        ToolFailed: nvdisasm exited non-zero or timed out, or `symbol_index` named no function.
+    """
+    tool = find_tool(_TOOL, nvdisasm)
+    version = tool_version(tool)
+    with tempfile.TemporaryDirectory(prefix="postmortem-nvdisasm-") as scratch:
+        path = Path(scratch) / _CUBIN_NAME
+        path.write_bytes(cubin)
+        run = run_tool(build_nvdisasm_argv(tool, path, symbol_index), timeout=timeout)
+    if run.returncode != 0:
+        detail = _first_message(run.stderr or run.stdout, str(path))
+        raise ToolFailed(_TOOL, run.argv, run.returncode, detail)
+    listing = parse_sass(run.stdout)
+    if symbol_index is not None and listing.function is None:
+        # nvdisasm exits 0 and prints no code when -fun names a symbol that is not a function.
+        detail = f"symbol index {symbol_index} names no function; nothing was disassembled"
+        raise ToolFailed(_TOOL, run.argv, run.returncode, detail)
+    return Disassembly(
+        listing=listing,
+        tool_version=version,
+        argv=run.argv,
+        seconds=run.seconds,
+        stderr=run.stderr,
+    )
+
+
+def _first_message(output: str, cubin_path: str) -> str:
+    """One line for an error: nvdisasm's first fatal/error line, else its first line."""
+    lines = [" ".join(line.split()) for line in output.splitlines() if line.strip()]
+    chosen = next((line for line in lines if "fatal" in line or "error" in line), None)
+    if chosen is None:
+        chosen = lines[0] if lines else "no message"
+    return chosen.replace(cubin_path, "<cubin>")
