@@ -138,3 +138,17 @@ class ToolFailed(PostmortemError):
     def __str__(self) -> str:
         status = "timed out" if self.returncode is None else f"exited with {self.returncode}"
         return f"{self.tool} {status}: {self.detail}"
+
+
+@dataclass(eq=False)
+class OutputExists(PostmortemError):
+    """A file we were asked to write exists already."""
+
+    path: Path
+    count: int
+
+    def __str__(self) -> str:
+        more = f" (and {self.count - 1} more)" if self.count > 1 else ""
+        return f"{self.path}: exists already{more}; not overwritten"
+
+    hint = "choose another --out directory, or pass --force to overwrite"

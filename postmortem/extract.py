@@ -1,0 +1,144 @@
+"""`postmortem extract`: the cubins of a dump written out, for those who continue by hand.
+
+Each file is named so a person can tell them apart (device, context, module handle, first
+kernel, relocated or not); `index.json` and `index.txt` say which kernels each holds and
+which one faulted. Existing files are never overwritten unless asked.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from postmortem.coredump import CodeMap, Coredump, find_faults
+from postmortem.cubin.inspect import CubinSummary, summarize_cubin
+from postmortem.errors import OutputExists
+from postmortem.model import Image, Module
+
+_MAX_STEM = 48
+
+
+@dataclass(frozen=True, slots=True)
+class ExtractedKernel:
+    """A function of an extracted cubin."""
+
+    name: str
+    demangled: str
+    symbol_index: int
+    address: int
+    size_bytes: int
+    is_kernel: bool
+    faulted: bool
+    """True when a fault in the dump lies inside this function."""
+
+
+@dataclass(frozen=True, slots=True)
+class ExtractedCubin:
+    """One file written by `extract`."""
+
+    file: str
+    device_index: int
+    context_id: int
+    module_handle: int
+    relocated: bool
+    size_bytes: int
+    abi_version: int | None
+    sm_arch: int | None
+    functions: tuple[ExtractedKernel, ...]
+
+
+def extract_cubins(
+    core: Coredump, out_dir: Path, *, force: bool = False
+) -> tuple[ExtractedCubin, ...]:
+    """Write every cubin of `core` (relocated and non-relocated) and an index into `out_dir`.
+
+    Raises:
+        OutputExists: a file to be written exists already and `force` is False.
+    """
+    faulted = _faulted_ranges(core)
+    plan = []
+    for module in core.all_modules():
+        for image in (module.relocated_image, module.unrelocated_image):
+            if image is not None:
+                data = core.image_bytes(image)
+                plan.append((module, image, data, _summary(data)))
+    written = tuple(_describe(m, i, d, s, faulted) for m, i, d, s in plan)
+    targets = [out_dir / e.file for e in written] + [out_dir / "index.json", out_dir / "index.txt"]
+    existing = [p for p in targets if p.exists()]
+    if existing and not force:
+        raise OutputExists(existing[0], len(existing))
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for entry, (_, _, data, _) in zip(written, plan, strict=True):
+        (out_dir / entry.file).write_bytes(data)
+    (out_dir / "index.json").write_text(
+        json.dumps([asdict(e) for e in written], indent=2, sort_keys=True) + "\n"
+    )
+    (out_dir / "index.txt").write_text(render_index(written))
+    return written
+
+
+def _summary(data: bytes) -> CubinSummary | None:
+    try:
+        return summarize_cubin(data)
+    except Exception:  # a corrupt image is still written out; its index entry says unknown
+        return None
+
+
+def _faulted_ranges(core: Coredump) -> set[tuple[int, int]]:
+    """(module handle, section address) of every code section holding a fault PC."""
+    found = set()
+    for fault in find_faults(core, CodeMap(core)):
+        if fault.location is not None:
+            found.add((fault.location.module_handle, fault.location.section_address))
+    return found
+
+
+def _describe(
+    module: Module,
+    image: Image,
+    data: bytes,
+    summary: CubinSummary | None,
+    faulted: set[tuple[int, int]],
+) -> ExtractedCubin:
+    functions = () if summary is None else tuple(
+        ExtractedKernel(
+            f.name, f.demangled, f.symbol_index, f.address, f.size_bytes, f.is_kernel,
+            image.relocated and (module.module_handle, f.address) in faulted,
+        )
+        for f in summary.functions
+    )  # fmt: skip
+    first = next((f.demangled for f in functions if f.is_kernel), None) or "no-kernels"
+    kind = "relocated" if image.relocated else "unrelocated"
+    name = (
+        f"dev{module.device_index}.ctx{module.context_id:x}.mod{module.module_handle:x}."
+        f"{_file_stem(first)}.{kind}.cubin"
+    )
+    return ExtractedCubin(
+        name, module.device_index, module.context_id, module.module_handle, image.relocated,
+        len(data), summary.abi_version if summary else None, summary.sm_arch if summary else None,
+        functions,
+    )  # fmt: skip
+
+
+def _file_stem(demangled: str) -> str:
+    """`void ns::gemm<float, 4>(Params)` → `gemm`: short, and safe in a file name."""
+    base = demangled.split("(", 1)[0].split("<", 1)[0].split("::")[-1].split(" ")[-1]
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", base)[:_MAX_STEM] or "kernel"
+
+
+def render_index(entries: tuple[ExtractedCubin, ...]) -> str:
+    """The human-readable index: one block per cubin, the faulting function marked."""
+    lines = []
+    for entry in entries:
+        arch = f"sm_{entry.sm_arch}" if entry.sm_arch else "unknown arch"
+        lines.append(
+            f"{entry.file}: {entry.size_bytes} bytes, ELF ABI v{entry.abi_version}, {arch}, "
+            f"device {entry.device_index}, module 0x{entry.module_handle:x}"
+        )
+        for f in entry.functions:
+            kind = "kernel" if f.is_kernel else "device function"
+            mark = "  <-- faulted" if f.faulted else ""
+            lines.append(f"  [{f.symbol_index}] {kind} {f.demangled}{mark}")
+    return "\n".join(lines) + "\n"
