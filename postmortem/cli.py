@@ -15,8 +15,12 @@ from typing import TypeVar
 import click
 
 from postmortem import __version__
+from postmortem.analysis.fault import LocalizeOptions, localize
+from postmortem.analysis.source import PathMap
 from postmortem.coredump import open_coredump
 from postmortem.errors import PostmortemError, ToolFailed, ToolNotFound
+from postmortem.extract import extract_cubins, render_index
+from postmortem.report.analyze_text import render_analysis_text
 from postmortem.report.info import render_info_json, render_info_text
 from postmortem.summary import summarize
 
@@ -75,6 +79,104 @@ def info(core: Path, as_json: bool, debug: bool) -> None:
         with open_coredump(core) as dump:
             summary = summarize(dump)
         return render_info_json(summary) if as_json else render_info_text(summary)
+
+    click.echo(_run(debug, action), nl=False)
+
+
+def _path_maps(
+    _ctx: click.Context, _param: click.Parameter, values: tuple[str, ...]
+) -> tuple[PathMap, ...]:
+    try:
+        return tuple(PathMap.parse(value) for value in values)
+    except ValueError as error:
+        raise click.BadParameter(str(error)) from None
+
+
+@main.command()
+@click.argument("core", type=click.Path(path_type=Path, dir_okay=False))
+@click.option(
+    "--window",
+    default=8,
+    show_default=True,
+    type=click.IntRange(0, 1000),
+    help="Instructions shown before and after the faulting one.",
+)
+@click.option(
+    "--source-dir",
+    "source_dirs",
+    multiple=True,
+    type=click.Path(path_type=Path, file_okay=False),
+    help="Where to look for the sources named by the line table (repeatable).",
+)
+@click.option(
+    "--map-path",
+    "path_maps",
+    multiple=True,
+    callback=_path_maps,
+    metavar="OLD=NEW",
+    help="Rewrite a build-machine path prefix (repeatable).",
+)
+@click.option("--no-disasm", is_flag=True, help="Do not run nvdisasm: native facts only.")
+@click.option(
+    "--nvdisasm",
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="The nvdisasm to use (default: $POSTMORTEM_NVDISASM, PATH, CUDA, the wheel).",
+)
+@click.option(
+    "--timeout",
+    default=120.0,
+    show_default=True,
+    type=click.FloatRange(min=1),
+    help="Seconds each external tool may run.",
+)
+@click.option("--debug", is_flag=True, help="Show the traceback of an error.")
+def analyze(
+    core: Path,
+    window: int,
+    source_dirs: tuple[Path, ...],
+    path_maps: tuple[PathMap, ...],
+    no_disasm: bool,
+    nvdisasm: Path | None,
+    timeout: float,
+    debug: bool,
+) -> None:
+    """Say where CORE faulted: kernel, SASS instruction, inline chain, source lines.
+
+    Runs with no external tool at all (native facts only); with nvdisasm it shows the
+    faulting instruction, the instructions around it and the inline chain.
+    """  # fmt: skip
+    options = LocalizeOptions(
+        window=window, source_dirs=source_dirs, path_maps=path_maps,
+        disassemble=not no_disasm, nvdisasm=nvdisasm, timeout=timeout,
+    )  # fmt: skip
+
+    def action() -> str:
+        with open_coredump(core) as dump:
+            sites = localize(dump, options)
+        return render_analysis_text(core, sites)
+
+    click.echo(_run(debug, action), nl=False)
+
+
+@main.command()
+@click.argument("core", type=click.Path(path_type=Path, dir_okay=False))
+@click.option(
+    "--out", "out_dir", type=click.Path(path_type=Path, file_okay=False), required=True,
+    help="Directory to write the cubins and index.json / index.txt into.",
+)  # fmt: skip
+@click.option("--force", is_flag=True, help="Overwrite files that exist already.")
+@click.option("--debug", is_flag=True, help="Show the traceback of an error.")
+def extract(core: Path, out_dir: Path, force: bool, debug: bool) -> None:
+    """Write every cubin in CORE (relocated and non-relocated) into a directory.
+
+    Files are named by device, context, module handle and first kernel; index.txt and
+    index.json list the functions each holds and mark the one that faulted.
+    """
+
+    def action() -> str:
+        with open_coredump(core) as dump:
+            written = extract_cubins(dump, out_dir, force=force)
+        return render_index(written) + f"{len(written)} cubin(s) written to {out_dir}\n"
 
     click.echo(_run(debug, action), nl=False)
 

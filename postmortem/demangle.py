@@ -51,3 +51,16 @@ def _try(demangler: Callable[[str], str], name: str) -> str | None:
         return str(demangler(name))
     except Exception:  # each binding raises its own error types on names it rejects
         return None
+
+
+def without_parameters(demangled: str) -> str:
+    """`void ns::k<int>(float*, int)` → `ns::k<int>`: the name as a backtrace shows it."""
+    name = demangled.removeprefix("void ")
+    if not name.endswith(")"):
+        return name
+    depth = 0
+    for index in range(len(name) - 1, -1, -1):
+        depth += {")": 1, "(": -1}.get(name[index], 0)
+        if depth == 0:
+            return name[:index]
+    return name

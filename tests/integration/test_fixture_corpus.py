@@ -84,3 +84,8 @@ def test_inspector_agrees_with_cuobjdump_on_code_sections(name):
     assert (summary.abi_version, summary.sm_arch) == (int(header[1]), int(header[2]))
     kernels = {k["name"]: k["symbol_index"] for k in INDEX[name]["kernels"]}
     assert {s.function: s.symbol_index for s in summary.code_sections} == kernels
+    entries = {
+        int(m[1], 16)
+        for m in re.finditer(r"^\s*(0x[0-9a-f]+|\d+)\s.*\bFUNC\b.*\bENTRY\b", text, re.M)
+    }
+    assert {f.symbol_index for f in summary.kernels} == entries

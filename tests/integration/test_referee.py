@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from postmortem import find_faults, open_coredump
-from postmortem.demangle import demangle
+from postmortem.demangle import demangle, without_parameters
 from postmortem.gdb import (
     Parsed,
     parse_exception_banner,
@@ -40,18 +40,6 @@ def _session(path: Path):
 def _parsed(result):
     assert isinstance(result, Parsed), f"cuda-gdb output not understood: {result}"
     return result.value
-
-
-def _without_params(name: str) -> str:
-    """`void ns::k<int>(float*, int)` → `ns::k<int>`: cuda-gdb's kernel column omits both."""
-    name = name.removeprefix("void ")
-    if name.endswith(")"):
-        depth = 0
-        for index in range(len(name) - 1, -1, -1):
-            depth += {")": 1, "(": -1}.get(name[index], 0)
-            if depth == 0:
-                return name[:index]
-    return name
 
 
 def test_every_fixture_family_has_a_dump_cuda_gdb_can_referee():
@@ -105,7 +93,7 @@ def test_info_cuda_kernels_agrees_with_the_grids(path):
         launches = summarize(core).launches
     assert sorted((r.device, r.grid, r.grid_dim, r.block_dim, r.name) for r in rows) == sorted(
         (x.grid.device_index, x.grid.grid_id, x.grid.grid_dim, x.grid.block_dim,
-         _without_params(demangle(x.kernel or "")))
+         without_parameters(demangle(x.kernel or "")))
         for x in launches
     )  # fmt: skip
 

@@ -1,0 +1,1 @@
+"""What the facts mean: fault localization, source quoting, diagnoses."""

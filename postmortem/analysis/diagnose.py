@@ -1,0 +1,99 @@
+"""Diagnoses: what is wrong with the build or the dump, in plain words, and what to do.
+
+Each diagnosis has a stable `code` (for tests, scripts and grouping), a one-line
+`message` that says what we saw, and a `remedy` that says what to do about it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+
+class Severity(Enum):
+    """How much a diagnosis limits the answer."""
+
+    INFO = "info"
+    WARNING = "warning"
+    ERROR = "error"
+
+
+@dataclass(frozen=True, slots=True)
+class Diagnosis:
+    """One finding about the build, the dump or the tools."""
+
+    code: str
+    """Stable identifier, e.g. "no-line-info"."""
+    severity: Severity
+    message: str
+    """What we saw, in one line."""
+    remedy: str | None = None
+    """What to do about it, when something can be done."""
+
+
+def no_line_info(kernel: str) -> Diagnosis:
+    return Diagnosis(
+        "no-line-info",
+        Severity.WARNING,
+        f"the cubin of {kernel} has no .debug_line section: no source line can be recovered "
+        "for any instruction",
+        "rebuild with -lineinfo; for builds you do not control (PyTorch extensions, vLLM, "
+        "FlashAttention) set NVCC_PREPEND_FLAGS='-lineinfo', and turn the compiler cache off "
+        "(CCACHE_DISABLE=1): ccache can hand back an object compiled without the flag and "
+        "the build still succeeds",
+    )
+
+
+def pc_outside_modules(pc: int) -> Diagnosis:
+    return Diagnosis(
+        "pc-outside-modules",
+        Severity.ERROR,
+        f"the error PC 0x{pc:x} lies in no code section of any relocated image in the dump",
+        "the PC may be in driver code (e.g. the assert handler) or in a module the dump did not "
+        "capture; `postmortem extract` lists the modules the dump holds",
+    )
+
+
+def image_missing(module_handle: int) -> Diagnosis:
+    return Diagnosis(
+        "image-missing",
+        Severity.ERROR,
+        f"module 0x{module_handle:x} has no relocated image in the dump",
+        "the dump was written without the module's ELF image; check "
+        "CUDA_COREDUMP_GENERATION_FLAGS and write the dump again",
+    )
+
+
+def lane_offset_mismatch(lane_offset: int, section_offset: int) -> Diagnosis:
+    return Diagnosis(
+        "lane-offset-mismatch",
+        Severity.WARNING,
+        f"the lane's function-relative PC (0x{lane_offset:x}) differs from the error PC's "
+        f"offset in its code section (0x{section_offset:x})",
+        "the lane may be inside a called device function; the error PC is used",
+    )
+
+
+def imprecise_pc(opcode: str, exception: str, nearest: str | None) -> Diagnosis:
+    hint = f"; the nearest memory instruction before it is {nearest}" if nearest else ""
+    return Diagnosis(
+        "imprecise-pc",
+        Severity.WARNING,
+        f"{exception} reported at {opcode}, which does not access memory: the PC may be "
+        f"imprecise{hint}",
+        "errors can be reported a few instructions after the access; rerun under "
+        "compute-sanitizer on a GPU for the exact instruction",
+    )
+
+
+def tool_missing(tool: str, install: str) -> Diagnosis:
+    return Diagnosis(
+        f"{tool}-missing",
+        Severity.WARNING,
+        f"{tool} is not installed: no SASS and no source lines, native facts only",
+        install,
+    )
+
+
+def tool_failed(tool: str, detail: str) -> Diagnosis:
+    return Diagnosis(f"{tool}-failed", Severity.ERROR, f"{tool} failed: {detail}", None)

@@ -1,0 +1,170 @@
+"""Fault localization: from an error PC to the SASS instruction, its inline chain, its source.
+
+For each distinct faulting PC: the module whose relocated image holds it, the function
+and the offset in its code section, the instruction nvdisasm prints there (only that one
+function is disassembled), the `-gi` inline chain of that instruction, the source line of
+every frame when the sources can be found, and what limits the answer (no line info,
+missing tool, an imprecise PC).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from postmortem.analysis import diagnose as dx
+from postmortem.analysis.opclass import MEMORY_EXCEPTIONS, is_memory_access
+from postmortem.analysis.source import PathMap, QuotedLine, quote
+from postmortem.coredump import CodeMap, Coredump, find_faults
+from postmortem.cubin.inspect import Function
+from postmortem.cubin.nvdisasm import Disassembly, disassemble
+from postmortem.cubin.sass import SassInstruction, SassListing, SourceFrame
+from postmortem.errors import ToolFailed, ToolNotFound
+from postmortem.model import Fault, describe_exception
+
+
+@dataclass(frozen=True, slots=True)
+class LocalizeOptions:
+    """How far to go: window size, where the sources are, which tools to use."""
+
+    window: int = 8
+    """Instructions shown before and after the faulting one."""
+    source_dirs: tuple[Path, ...] = ()
+    path_maps: tuple[PathMap, ...] = ()
+    disassemble: bool = True
+    """False: native facts only, no nvdisasm."""
+    nvdisasm: str | Path | None = None
+    timeout: float = 120.0
+
+
+@dataclass(frozen=True, slots=True)
+class FaultSite:
+    """One faulting PC and everything that localizes it."""
+
+    faults: tuple[Fault, ...]
+    """Every fault record (lanes, warps, SMs) at this PC."""
+    error_pc: int | None
+    exception: int | None
+    module_handle: int | None
+    function: Function | None
+    """The function holding the PC (absolute addresses of the relocated image)."""
+    offset: int | None
+    """PC minus the start of the function's code section (nvdisasm's `/*offset*/`)."""
+    instruction: SassInstruction | None
+    window: tuple[SassInstruction, ...]
+    chain: tuple[SourceFrame, ...]
+    """The inline chain at the PC, innermost first (empty without line info)."""
+    quoted: tuple[QuotedLine, ...]
+    has_line_info: bool | None
+    disassembly: Disassembly | None = field(repr=False)
+    diagnoses: tuple[dx.Diagnosis, ...]
+
+
+def localize(core: Coredump, options: LocalizeOptions | None = None) -> tuple[FaultSite, ...]:
+    """Localize every distinct faulting PC of the dump, most populous first."""
+    options = options or LocalizeOptions()
+    code_map = CodeMap(core)
+    groups: dict[tuple[int, int | None], list[Fault]] = {}
+    for fault in find_faults(core, code_map):
+        groups.setdefault((fault.device_index, fault.error_pc), []).append(fault)
+    ordered = sorted(groups.values(), key=lambda faults: -len(faults))
+    return tuple(_localize_site(core, code_map, tuple(faults), options) for faults in ordered)
+
+
+def _localize_site(
+    core: Coredump, code_map: CodeMap, faults: tuple[Fault, ...], options: LocalizeOptions
+) -> FaultSite:
+    first = faults[0]
+    pc, location = first.error_pc, first.location
+    base = FaultSite(
+        faults, pc, first.exception, None, None, None, None, (), (), (), None, None, ()
+    )
+    if pc is None:
+        return base
+    if location is None:
+        missing = [m for m in core.all_modules() if m.relocated_image is None]
+        outside = [dx.pc_outside_modules(pc)] + [dx.image_missing(m.module_handle) for m in missing]
+        return _replace(base, diagnoses=tuple(outside))
+    summary = code_map.summary(location.module_handle)
+    function = summary.find_function(pc) if summary else None
+    notes: list[dx.Diagnosis] = []
+    lane_offsets = {f.function_offset for f in faults if f.function_offset is not None}
+    if lane_offsets - {location.offset}:
+        notes.append(
+            dx.lane_offset_mismatch(min(lane_offsets - {location.offset}), location.offset)
+        )
+    has_lines = summary.has_line_info if summary else None
+    if has_lines is False:
+        notes.append(dx.no_line_info(function.demangled if function else location.section_name))
+    site = _replace(
+        base, module_handle=location.module_handle, function=function,
+        offset=location.offset, has_line_info=has_lines,
+    )  # fmt: skip
+    if not options.disassemble or function is None or summary is None:
+        return _replace(site, diagnoses=tuple(notes))
+    return _disassembled(code_map, site, location.section_address, options, notes)
+
+
+def _disassembled(
+    code_map: CodeMap,
+    site: FaultSite,
+    section_address: int,
+    options: LocalizeOptions,
+    notes: list[dx.Diagnosis],
+) -> FaultSite:
+    assert site.function is not None and site.offset is not None and site.module_handle
+    image = code_map.image_bytes(site.module_handle)
+    try:
+        result = disassemble(
+            image, site.function.symbol_index, nvdisasm=options.nvdisasm, timeout=options.timeout
+        )
+    except ToolNotFound as error:
+        notes.append(dx.tool_missing(error.tool, error.hint or ""))
+        return _replace(site, diagnoses=tuple(notes))
+    except ToolFailed as error:
+        notes.append(dx.tool_failed(error.tool, error.detail))
+        return _replace(site, diagnoses=tuple(notes))
+    listing = result.listing
+    if (
+        section_address
+        and listing.instructions
+        and listing.instructions[0].offset >= section_address
+    ):
+        listing = listing.rebased(section_address)
+    instruction = listing.at(site.offset)
+    window = _without_padding(listing.window(site.offset, options.window, options.window), listing)
+    chain = instruction.inline_chain if instruction else ()
+    if instruction is not None:
+        notes.extend(_precision(instruction, window, site.exception))
+    quoted = quote(chain, options.source_dirs, options.path_maps) if chain else ()
+    return _replace(
+        site, instruction=instruction, window=window, chain=chain, quoted=quoted,
+        disassembly=result, diagnoses=tuple(notes),
+    )  # fmt: skip
+
+
+def _without_padding(
+    window: tuple[SassInstruction, ...], listing: SassListing
+) -> tuple[SassInstruction, ...]:
+    # The NOPs after a function's last real instruction only pad it to its alignment.
+    real = [i.offset for i in listing.instructions if i.base_opcode != "NOP"]
+    return tuple(i for i in window if not real or i.offset <= real[-1])
+
+
+def _precision(
+    instruction: SassInstruction, window: Sequence[SassInstruction], exception: int | None
+) -> list[dx.Diagnosis]:
+    if exception not in MEMORY_EXCEPTIONS or is_memory_access(instruction.base_opcode):
+        return []
+    before = [
+        i for i in window if i.offset < instruction.offset and is_memory_access(i.base_opcode)
+    ]
+    nearest = f"{before[-1].text} at /*{before[-1].offset:04x}*/" if before else None
+    return [dx.imprecise_pc(instruction.opcode, describe_exception(exception or 0), nearest)]
+
+
+def _replace(site: FaultSite, **changes: object) -> FaultSite:
+    from dataclasses import replace
+
+    return replace(site, **changes)  # type: ignore[arg-type]

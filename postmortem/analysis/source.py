@@ -1,0 +1,90 @@
+"""Finding and quoting the source lines of an inline chain on the triage machine.
+
+The paths in a cubin's line table are the build machine's. They are tried as they are,
+rewritten by `--map-path OLD=NEW` prefixes, then looked up under every `--source-dir`
+(as the full relative path, then by dropping leading directories one at a time).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+from postmortem.cubin.sass import SourceFrame
+
+_MAX_LINE_CHARS = 400
+
+
+@dataclass(frozen=True, slots=True)
+class PathMap:
+    """A build-machine path prefix and what it is called here."""
+
+    old: str
+    new: str
+
+    @classmethod
+    def parse(cls, text: str) -> PathMap:
+        """`OLD=NEW` → PathMap; raises ValueError on anything else."""
+        old, sep, new = text.partition("=")
+        if not sep or not old:
+            raise ValueError(f"expected OLD=NEW, got {text!r}")
+        return cls(old, new)
+
+
+@dataclass(frozen=True, slots=True)
+class QuotedLine:
+    """One frame of a chain and the source line it names, when found."""
+
+    frame: SourceFrame
+    path: Path | None
+    """The file found on this machine, or None."""
+    text: str | None
+    """The line itself (without its newline), or None."""
+    reason: str | None
+    """Why there is no text (file not found, line past its end)."""
+
+
+def candidates(file: str, source_dirs: Sequence[Path], path_maps: Sequence[PathMap]) -> list[Path]:
+    """Every place `file` may be on this machine, most specific first."""
+    names = [file] + [m.new + file[len(m.old) :] for m in path_maps if file.startswith(m.old)]
+    found: list[Path] = []
+    for name in names:
+        found.append(Path(name))
+        parts = PurePosixPath(name).parts
+        relative = parts[1:] if parts and parts[0] == "/" else parts
+        for directory in source_dirs:
+            found.extend(directory.joinpath(*relative[i:]) for i in range(len(relative)))
+    return list(dict.fromkeys(found))
+
+
+def quote(
+    chain: Sequence[SourceFrame], source_dirs: Sequence[Path], path_maps: Sequence[PathMap]
+) -> tuple[QuotedLine, ...]:
+    """Each frame with its source line, or the reason it could not be found."""
+    cache: dict[Path, list[str] | None] = {}
+    quoted = []
+    for frame in chain:
+        path = next(
+            (p for p in candidates(frame.file, source_dirs, path_maps) if p.is_file()), None
+        )
+        if path is None:
+            quoted.append(QuotedLine(frame, None, None, "file not found"))
+            continue
+        if path not in cache:
+            cache[path] = _read_lines(path)
+        lines = cache[path]
+        if lines is None:
+            quoted.append(QuotedLine(frame, path, None, "file not readable"))
+        elif not 1 <= frame.line <= len(lines):
+            quoted.append(QuotedLine(frame, path, None, f"the file has {len(lines)} lines"))
+        else:
+            quoted.append(QuotedLine(frame, path, lines[frame.line - 1][:_MAX_LINE_CHARS], None))
+    return tuple(quoted)
+
+
+def _read_lines(path: Path) -> list[str] | None:
+    try:
+        return path.read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return None

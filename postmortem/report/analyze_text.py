@@ -1,0 +1,107 @@
+"""The terminal summary of `postmortem analyze`: the verdict first, then the evidence."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from postmortem.analysis.fault import FaultSite
+from postmortem.demangle import without_parameters
+from postmortem.model import Fault, describe_exception
+
+
+def render_analysis_text(path: Path, sites: Sequence[FaultSite]) -> str:
+    """Every fault site: verdict, SASS window, inline chain with sources, diagnoses."""
+    if not sites:
+        return (
+            f"{path}: no exception recorded: every warp was live (a hang or a user-triggered "
+            "dump); `postmortem info` lists the grids and warps\n"
+        )
+    blocks = [_site(path, site, number, len(sites)) for number, site in enumerate(sites, 1)]
+    return "\n\n".join(blocks) + "\n"
+
+
+def _site(path: Path, site: FaultSite, number: int, total: int) -> str:
+    lines = _verdict(path, site, number, total)
+    lines += _window(site)
+    lines += _chain(site)
+    lines += _diagnoses(site)
+    return "\n".join(lines)
+
+
+def _verdict(path: Path, site: FaultSite, number: int, total: int) -> list[str]:
+    kernel = site.function.demangled if site.function else "an unknown function"
+    name = "an exception the dump does not name"
+    if site.exception is not None:
+        name = f"{describe_exception(site.exception)} (exception {site.exception})"
+    prefix = f"[{number}/{total}] " if total > 1 else ""
+    lines = [f"{prefix}{path}: {name} in {kernel}"]
+    if site.error_pc is not None:
+        where = f"  at pc 0x{site.error_pc:x}"
+        if site.function is not None and site.offset is not None:
+            where += f" = {without_parameters(site.function.demangled)}+0x{site.offset:x}"
+        if site.module_handle is not None:
+            where += f", module 0x{site.module_handle:x}"
+        lines.append(where)
+    lines.append("  " + _who(site.faults))
+    if site.instruction is not None:
+        lines.append(f"  instruction: {site.instruction.text}")
+    return lines
+
+
+def _who(faults: Sequence[Fault]) -> str:
+    lanes = [f for f in faults if f.lane is not None]
+    first = faults[0]
+    if not lanes:
+        return (
+            f"reported by the {first.source.value} row: "
+            f"device {first.device_index}, sm {first.sm_id}"
+        )
+    warps = {(f.device_index, f.sm_id, f.warp_id) for f in lanes}
+    head = lanes[0]
+    block = "({},{},{})".format(*head.block_idx) if head.block_idx else "?"
+    thread = "({},{},{})".format(*head.thread_idx) if head.thread_idx else "?"
+    plural = "s" if len(lanes) > 1 else ""
+    return (
+        f"{len(lanes)} lane{plural} in {len(warps)} warp{'s' if len(warps) > 1 else ''}; first: "
+        f"block {block} thread {thread}, device {head.device_index} sm {head.sm_id} "
+        f"warp {head.warp_id} lane {head.lane}"
+    )
+
+
+def _window(site: FaultSite) -> list[str]:
+    if not site.window:
+        return []
+    tool = site.disassembly.tool_version if site.disassembly else None
+    lines = ["", f"SASS (nvdisasm {tool or 'version unknown'}):"]
+    for instruction in site.window:
+        mark = "-->" if instruction.offset == site.offset else "   "
+        lines.append(f"  {mark} /*{instruction.offset:04x}*/  {instruction.text}")
+    return lines
+
+
+def _chain(site: FaultSite) -> list[str]:
+    if not site.chain:
+        return []
+    lines = ["", "inline chain at the fault, innermost first:"]
+    for depth, quoted in enumerate(site.quoted or ()):
+        frame = quoted.frame
+        lines.append(f"  #{depth} {frame.file}:{frame.line}")
+        if quoted.text is not None:
+            lines.append(f"       {quoted.text.strip()}")
+    missing = sum(1 for q in site.quoted if q.text is None)
+    if missing:
+        lines.append(
+            f"  ({missing} of {len(site.quoted)} source lines not found: pass --source-dir DIR, "
+            "and --map-path OLD=NEW for build-machine paths)"
+        )
+    return lines
+
+
+def _diagnoses(site: FaultSite) -> list[str]:
+    lines = []
+    for note in site.diagnoses:
+        lines += ["", f"{note.severity.value}: {note.message}"]
+        if note.remedy:
+            lines.append(f"  what to do: {note.remedy}")
+    return lines

@@ -1,0 +1,61 @@
+"""`postmortem analyze` end to end, in a subprocess, as a user runs it."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from tests.conftest import FIXTURES, truth_of
+from tests.tooling import require_tool
+
+DUMPS = FIXTURES / "dumps"
+
+
+def analyze(*args: object) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "postmortem", "analyze", *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def test_verdict_comes_first_and_the_fault_is_marked():
+    require_tool("nvdisasm")
+    truth = truth_of(DUMPS / "oob_store.nvcudmp")["fault"]
+    result = analyze(DUMPS / "oob_store.nvcudmp", "--source-dir", FIXTURES / "cu")
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert "Warp Illegal Address (exception 14) in oob_kernel(float*, int, float)" in lines[0]
+    assert f"0x{truth['error_pc']:x} = oob_kernel+0x{truth['offset']:x}" in lines[1]
+    assert f"  --> /*{truth['offset']:04x}*/  {truth['sass'].rstrip(' ;')}" in lines
+    assert "  #0 include/store.cuh:10" in lines
+    assert any("@pm fault" in line for line in lines)
+
+
+def test_runs_with_no_tool_at_all():
+    result = analyze(DUMPS / "oob_store.nvcudmp", "--nvdisasm", "/nonexistent/nvdisasm")
+    assert result.returncode == 0, result.stderr
+    assert "nvdisasm is not installed" in result.stdout
+    assert "pip install 'postmortem[tools]'" in result.stdout
+    assert "oob_kernel+0xd0" in result.stdout
+
+
+def test_a_hang_dump_says_so():
+    result = analyze(DUMPS / "hang_barrier.nvcudmp", "--no-disasm")
+    assert result.returncode == 0
+    assert "no exception recorded" in result.stdout
+
+
+def test_a_bad_path_map_is_a_usage_error():
+    result = analyze(DUMPS / "oob_store.nvcudmp", "--map-path", "no-equals-sign")
+    assert result.returncode == 2
+    assert "expected OLD=NEW" in result.stderr
+
+
+def test_bad_input_is_one_line_and_exit_2(tmp_path):
+    bad = tmp_path / "bad.nvcudmp"
+    bad.write_bytes(b"\x7fELF" + b"\0" * 10)
+    result = analyze(bad)
+    assert result.returncode == 2
+    assert result.stderr.startswith("error: ") and "Traceback" not in result.stderr

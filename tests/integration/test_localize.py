@@ -1,0 +1,131 @@
+"""Fault localization against the truth of the sources.
+
+The expected instruction and inline chain come from fixtures/cubins/index.json, whose
+chains are derived from the `// @pm` markers in fixtures/cu (fixtures/builder/markers.py),
+never from this tool's output. Quoted source lines must be the marked lines themselves.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path, PurePosixPath
+
+import pytest
+
+from postmortem import open_coredump
+from postmortem.analysis.fault import LocalizeOptions, localize
+from postmortem.analysis.source import PathMap
+from tests.conftest import FIXTURES, dump_paths, truth_of
+from tests.tooling import require_tool
+
+PLANTED = [p for p in dump_paths() if truth_of(p)["fault"] is not None]
+INDEX = json.loads((FIXTURES / "cubins" / "index.json").read_text())["cubins"]
+SOURCES = FIXTURES / "cu"
+
+
+def _chain(site) -> list[list[object]]:
+    return [[PurePosixPath(frame.file).name, frame.line] for frame in site.chain]
+
+
+@pytest.fixture(scope="module")
+def nvdisasm():
+    return require_tool("nvdisasm")
+
+
+@pytest.mark.parametrize("path", PLANTED, ids=lambda p: p.name)
+def test_the_planted_instruction_and_chain_are_found(path: Path, nvdisasm):
+    truth = truth_of(path)["fault"]
+    with open_coredump(path) as core:
+        sites = localize(core, LocalizeOptions(nvdisasm=nvdisasm))
+    assert len(sites) == 1
+    site = sites[0]
+    assert site.function is not None
+    assert (site.function.name, site.offset) == (truth["kernel"], truth["offset"])
+    assert site.instruction is not None
+    assert site.instruction.opcode == INDEX[truth["cubin"]]["fault"]["opcode"]
+    assert site.instruction.text.rstrip(" ;") == truth["sass"].rstrip(" ;")
+    if truth["lineinfo"]:
+        assert site.has_line_info
+        assert _chain(site) == truth["expected_chain"]
+    else:
+        assert site.has_line_info is False
+        assert site.chain == ()
+        assert "no-line-info" in {d.code for d in site.diagnoses}
+
+
+@pytest.mark.parametrize("path", PLANTED, ids=lambda p: p.name)
+def test_the_window_surrounds_the_fault(path: Path, nvdisasm):
+    with open_coredump(path) as core:
+        (site,) = localize(core, LocalizeOptions(window=3, nvdisasm=nvdisasm))
+    offsets = [i.offset for i in site.window]
+    assert site.offset in offsets
+    assert offsets == sorted(offsets)
+    position = offsets.index(site.offset)
+    assert position <= 3 and len(offsets) - position - 1 <= 3
+
+
+def test_quoted_lines_are_the_marked_lines_of_the_source(nvdisasm):
+    with open_coredump(FIXTURES / "dumps" / "cutlass_like.nvcudmp") as core:
+        (site,) = localize(core, LocalizeOptions(source_dirs=(SOURCES,), nvdisasm=nvdisasm))
+    assert len(site.quoted) >= 8
+    assert all(q.text is not None for q in site.quoted), site.quoted
+    assert re.search(r"//\s*@pm fault", site.quoted[0].text or "")
+    for depth, quoted in enumerate(site.quoted[1:], start=1):
+        assert re.search(rf"//\s*@pm frame {depth}\b", quoted.text or ""), quoted
+
+
+def test_build_paths_are_mapped_to_the_triage_machine(nvdisasm):
+    # GIVEN line-table paths relative to the build directory, mapped by prefix
+    maps = (
+        PathMap.parse(f"include/={SOURCES}/include/"),
+        PathMap.parse(f"oob_store.cu={SOURCES}/oob_store.cu"),
+    )
+    with open_coredump(FIXTURES / "dumps" / "oob_store.nvcudmp") as core:
+        (site,) = localize(core, LocalizeOptions(path_maps=maps, nvdisasm=nvdisasm))
+    # THEN every frame is found without any --source-dir
+    assert [q.reason for q in site.quoted] == [None] * len(site.quoted)
+
+
+def test_missing_sources_are_said_not_guessed(nvdisasm):
+    with open_coredump(FIXTURES / "dumps" / "oob_store.nvcudmp") as core:
+        (site,) = localize(
+            core, LocalizeOptions(source_dirs=(Path("/nonexistent"),), nvdisasm=nvdisasm)
+        )
+    assert {q.reason for q in site.quoted} == {"file not found"}
+
+
+def test_without_nvdisasm_the_native_facts_stand():
+    with open_coredump(FIXTURES / "dumps" / "oob_store.nvcudmp") as core:
+        (site,) = localize(core, LocalizeOptions(nvdisasm="/nonexistent/nvdisasm"))
+    assert (
+        site.function is not None
+        and site.offset == truth_of(FIXTURES / "dumps" / "oob_store.nvcudmp")["fault"]["offset"]
+    )
+    assert site.instruction is None
+    assert "nvdisasm-missing" in {d.code for d in site.diagnoses}
+
+
+def test_no_disasm_runs_no_tool():
+    with open_coredump(FIXTURES / "dumps" / "oob_store.nvcudmp") as core:
+        (site,) = localize(core, LocalizeOptions(disassemble=False))
+    assert site.disassembly is None and site.function is not None
+    assert site.diagnoses == ()
+
+
+def test_a_pc_outside_every_module_is_diagnosed(tmp_path, nvdisasm):
+    # GIVEN the oob_store dump with its error PC moved outside every module
+    dump = FIXTURES / "dumps" / "oob_store.nvcudmp"
+    pc = truth_of(dump)["fault"]["error_pc"]
+    data = dump.read_bytes().replace(pc.to_bytes(8, "little"), (0x1000).to_bytes(8, "little"))
+    moved = tmp_path / "moved.nvcudmp"
+    moved.write_bytes(data)
+    with open_coredump(moved) as core:
+        (site,) = localize(core, LocalizeOptions(nvdisasm=nvdisasm))
+    assert site.function is None
+    assert "pc-outside-modules" in {d.code for d in site.diagnoses}
+
+
+def test_a_hang_dump_has_no_fault_site():
+    with open_coredump(FIXTURES / "dumps" / "hang_barrier.nvcudmp") as core:
+        assert localize(core, LocalizeOptions(disassemble=False)) == ()
