@@ -11,5 +11,5 @@ format: ## reformat the tree with ruff
 	.venv/bin/ruff format . && .venv/bin/ruff check --fix .
 fixtures: ## recompile the fixture cubins and rebuild the fixture dumps
 	.venv/bin/python fixtures/builder/build_cubins.py && .venv/bin/python fixtures/builder/build_dumps.py
-bench: ## measure open/summarize on a 4 GiB, 100,000-lane dump against a small one
-	.venv/bin/python bench/bench_open.py
+bench: ## reader on a 4 GiB, 100,000-lane dump vs a small one; one kernel vs a whole 500-kernel cubin
+	.venv/bin/python bench/bench_open.py && .venv/bin/python bench/bench_localize.py

@@ -3,4 +3,4 @@
 set -eu
 cd "$(dirname "$0")/.."
 sh dev/setup.sh
-exec .venv/bin/postmortem info fixtures/dumps/oob_store.nvcudmp
+exec .venv/bin/postmortem analyze fixtures/dumps/oob_store.nvcudmp --source-dir fixtures/cu
