@@ -20,7 +20,9 @@ from postmortem.model import CTA, SM, CodeLocation, Fault, FaultSource, Module, 
 
 
 @dataclass(frozen=True, slots=True)
-class _LoadedModule:
+class LoadedModule:
+    """A module with a relocated image, and what that image holds."""
+
     module: Module
     summary: CubinSummary
 
@@ -30,16 +32,16 @@ class CodeMap:
 
     def __init__(self, core: Coredump) -> None:
         self._core = core
-        self._loaded: list[_LoadedModule] | None = None
+        self._loaded: list[LoadedModule] | None = None
 
-    def modules(self) -> list[_LoadedModule]:
+    def modules(self) -> list[LoadedModule]:
         if self._loaded is None:
             self._loaded = []
             for module in self._core.all_modules():
                 image = module.relocated_image
                 if image is not None:
                     summary = self._summarize(image.section)
-                    self._loaded.append(_LoadedModule(module, summary))
+                    self._loaded.append(LoadedModule(module, summary))
         return self._loaded
 
     def _summarize(self, section: int) -> CubinSummary:
@@ -55,6 +57,21 @@ class CodeMap:
             raise CorruptSection(
                 core.path, label, "image", size, f"not a readable cubin ({error})"
             ) from None
+
+    def find(self, module_handle: int) -> LoadedModule | None:
+        """The loaded module with `module_handle`, if the dump holds its image."""
+        return next((m for m in self.modules() if m.module.module_handle == module_handle), None)
+
+    def summary(self, module_handle: int) -> CubinSummary | None:
+        """What the module's relocated image holds."""
+        loaded = self.find(module_handle)
+        return loaded.summary if loaded else None
+
+    def image_bytes(self, module_handle: int) -> bytes:
+        """The module's relocated cubin (empty when the dump holds none)."""
+        loaded = self.find(module_handle)
+        image = loaded.module.relocated_image if loaded else None
+        return self._core.image_bytes(image) if image else b""
 
     def locate(self, device_index: int, pc: int) -> CodeLocation | None:
         """The executable section (and its function) holding `pc` on a device."""
