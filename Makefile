@@ -12,4 +12,4 @@ format: ## reformat the tree with ruff
 fixtures: ## recompile the fixture cubins and rebuild the fixture dumps
 	.venv/bin/python fixtures/builder/build_cubins.py && .venv/bin/python fixtures/builder/build_dumps.py
 bench: ## reader on a 4 GiB, 100,000-lane dump vs a small one; one kernel vs a whole 500-kernel cubin
-	.venv/bin/python bench/bench_open.py && .venv/bin/python bench/bench_localize.py
+	.venv/bin/python bench/bench_open.py && .venv/bin/python bench/bench_localize.py && .venv/bin/python bench/bench_gdb.py

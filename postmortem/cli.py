@@ -15,7 +15,8 @@ from typing import TypeVar
 import click
 
 from postmortem import __version__
-from postmortem.analysis.fault import LocalizeOptions, localize
+from postmortem.analysis.analyze import AnalyzeOptions, analyze_dump
+from postmortem.analysis.fault import LocalizeOptions
 from postmortem.analysis.source import PathMap
 from postmortem.coredump import open_coredump
 from postmortem.errors import PostmortemError, ToolFailed, ToolNotFound
@@ -122,6 +123,13 @@ def _path_maps(
     type=click.Path(path_type=Path, dir_okay=False),
     help="The nvdisasm to use (default: $POSTMORTEM_NVDISASM, PATH, CUDA, the wheel).",
 )
+@click.option("--no-gdb", is_flag=True, help="Do not ask cuda-gdb for a second opinion.")
+@click.option(
+    "--cuda-gdb",
+    "cuda_gdb",
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="The cuda-gdb to use (default: $POSTMORTEM_CUDA_GDB, PATH, CUDA).",
+)
 @click.option(
     "--timeout",
     default=120.0,
@@ -137,23 +145,28 @@ def analyze(
     path_maps: tuple[PathMap, ...],
     no_disasm: bool,
     nvdisasm: Path | None,
+    no_gdb: bool,
+    cuda_gdb: Path | None,
     timeout: float,
     debug: bool,
 ) -> None:
     """Say where CORE faulted: kernel, SASS instruction, inline chain, source lines.
 
     Runs with no external tool at all (native facts only); with nvdisasm it shows the
-    faulting instruction, the instructions around it and the inline chain.
+    faulting instruction, the instructions around it and the inline chain; with cuda-gdb
+    it checks the native facts against cuda-gdb's and lists any disagreement.
     """  # fmt: skip
-    options = LocalizeOptions(
-        window=window, source_dirs=source_dirs, path_maps=path_maps,
-        disassemble=not no_disasm, nvdisasm=nvdisasm, timeout=timeout,
+    options = AnalyzeOptions(
+        LocalizeOptions(
+            window=window, source_dirs=source_dirs, path_maps=path_maps,
+            disassemble=not no_disasm, nvdisasm=nvdisasm, timeout=timeout,
+        ),
+        cuda_gdb=not no_gdb,
+        cuda_gdb_path=cuda_gdb,
     )  # fmt: skip
 
     def action() -> str:
-        with open_coredump(core) as dump:
-            sites = localize(dump, options)
-        return render_analysis_text(core, sites)
+        return render_analysis_text(analyze_dump(core, options))
 
     click.echo(_run(debug, action), nl=False)
 

@@ -96,7 +96,7 @@ def _explicit(name: str, value: str, searched: list[str], *, origin: str) -> Pat
     searched.append(f"{origin} {value}")
     candidate = Path(value).expanduser()
     if _is_executable(candidate):
-        return candidate
+        return candidate.absolute()  # tools run in a scratch directory, not ours
     if os.sep not in value:
         found = shutil.which(value)
         if found is not None:

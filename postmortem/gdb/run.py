@@ -1,5 +1,11 @@
 """Drive cuda-gdb on a GPU coredump, through `postmortem.toolrun`.
 
+Batch mode with one ``-ex`` per command, not an interactive session under pexpect: a
+coredump is read once and the command set is fixed, so nothing is gained by answering
+prompts, while batch mode needs no prompt parsing, keeps running after a failing command
+(each ``-ex`` runs on its own; a ``-x`` script would stop), and lets one timeout kill the
+whole process group. Our ``echo`` markers between commands split the output per command.
+
 stderr is merged into stdout (``2>&1``) rather than read from a pipe of its own: gdb flushes
 its stdout before it prints an error, so with one pipe each error message lands between
 the markers of the command that caused it, which two pipes cannot tell.
@@ -88,7 +94,7 @@ def run_cuda_gdb(
         ToolNotFound: cuda-gdb is not installed where postmortem looks.
         ToolFailed: cuda-gdb timed out, or died before running any command.
     """
-    core = Path(core_path)
+    core = Path(core_path).absolute()  # cuda-gdb runs in a scratch directory, not ours
     if not core.is_file() or not os.access(core, os.R_OK):
         raise UnreadableFile(core, "not a readable file")
     exe = find_tool("cuda-gdb", cuda_gdb)

@@ -5,20 +5,51 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+from postmortem.analysis.analyze import Analysis
 from postmortem.analysis.fault import FaultSite
 from postmortem.demangle import without_parameters
 from postmortem.model import Fault, describe_exception
 
 
-def render_analysis_text(path: Path, sites: Sequence[FaultSite]) -> str:
-    """Every fault site: verdict, SASS window, inline chain with sources, diagnoses."""
+def render_analysis_text(analysis: Analysis) -> str:
+    """Every fault site (verdict, SASS window, inline chain, diagnoses), then the cross-check."""
+    path, sites = analysis.path, analysis.sites
     if not sites:
-        return (
+        blocks = [
             f"{path}: no exception recorded: every warp was live (a hang or a user-triggered "
-            "dump); `postmortem info` lists the grids and warps\n"
-        )
-    blocks = [_site(path, site, number, len(sites)) for number, site in enumerate(sites, 1)]
+            "dump); `postmortem info` lists the grids and warps"
+        ]
+    else:
+        blocks = [_site(path, site, number, len(sites)) for number, site in enumerate(sites, 1)]
+    blocks.append("\n".join(_crosscheck(analysis)))
     return "\n\n".join(blocks) + "\n"
+
+
+def _crosscheck(analysis: Analysis) -> list[str]:
+    check = analysis.crosscheck
+    if check is None:
+        return [f"cross-check: {analysis.gdb_note}"]
+    version = check.version or "version unknown"
+    if not check.opened:
+        lines = [f"cross-check: cuda-gdb {version} could not read this dump; native facts stand"]
+        lines += [f"  {note}" for note in check.notes]
+        if check.longer_rows:
+            lines.append(
+                f"  the {', '.join(check.longer_rows)} rows are longer than cuda-gdb 11.8 reads "
+                "them: a newer driver wrote this dump; use a cuda-gdb at least as new as it"
+            )
+        return lines
+    agreed = ", ".join(c.fact for c in check.agreements) or "nothing"
+    lines = [f"cross-check with cuda-gdb {version}: agrees on {agreed}"]
+    for c in check.disagreements:
+        lines.append(f"  DISAGREES on {c.fact}: native reader: {c.native}; cuda-gdb: {c.cuda_gdb}")
+    if check.disagreements and check.longer_rows:
+        lines.append(
+            f"  the {', '.join(check.longer_rows)} rows are longer than cuda-gdb 11.8 reads them; "
+            "its table answers may be misread, the native reader's stand"
+        )
+    lines += [f"  note: {note}" for note in check.notes]
+    return lines
 
 
 def _site(path: Path, site: FaultSite, number: int, total: int) -> str:

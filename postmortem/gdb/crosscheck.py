@@ -1,0 +1,213 @@
+"""cuda-gdb as a second opinion: its answers compared with the native reader's, fact by fact.
+
+Each check names a fact (the exception, the error PC, the faulting lane, `kernel+offset`,
+the kernels, the warps of the focus SM, the lanes of the focus warp), what the native
+reader says, what cuda-gdb says, and whether they agree. A fact cuda-gdb did not state
+(a table it refused, output we could not parse) is "not compared", never a disagreement.
+
+cuda-gdb 11.8 steps through the SM, CTA, warp and lane tables with its own compiled row
+sizes (the r346/r400 layout) whatever `sh_entsize` says (toolchain.md). When a dump's rows
+are longer, its table answers cannot be trusted, and the cross-check says so rather than
+report a disagreement that is cuda-gdb's misreading.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TypeVar
+
+from postmortem.coredump import Coredump, find_faults
+from postmortem.coredump import tables as t
+from postmortem.demangle import demangle, without_parameters
+from postmortem.gdb.location import parse_info_symbol
+from postmortem.gdb.model import CudaException, Parsed, Unparsed
+from postmortem.gdb.parse import (
+    parse_exception_banner,
+    parse_kernels,
+    parse_lanes,
+    parse_warps,
+)
+from postmortem.gdb.run import GdbSession
+from postmortem.model import Fault, FaultSource, Warp, describe_exception
+from postmortem.summary import summarize
+
+T = TypeVar("T")
+
+# Known failures the driver already worked around by its retry (gdb/run.py).
+_HANDLED_BY_RETRY = {"python-unwinder-fault", "no-python-support-files"}
+
+# Row sizes cuda-gdb 11.8 assumes (toolchain.md): longer rows are misread by it.
+_OLD_ROW_SIZES = {t.SM_TABLE: 8, t.CTA_TABLE: 24, t.WP_TABLE: 32, t.LN_TABLE: 48}
+
+
+@dataclass(frozen=True, slots=True)
+class Check:
+    """One fact, as each side states it."""
+
+    fact: str
+    native: str
+    cuda_gdb: str | None
+    """None when cuda-gdb did not state it."""
+
+    @property
+    def agrees(self) -> bool | None:
+        return None if self.cuda_gdb is None else self.native == self.cuda_gdb
+
+
+@dataclass(frozen=True, slots=True)
+class CrossCheck:
+    """The comparison of one cuda-gdb session with the native reader."""
+
+    version: str | None
+    checks: tuple[Check, ...]
+    opened: bool
+    """False when cuda-gdb would not open the dump (its tables then say nothing)."""
+    longer_rows: tuple[str, ...]
+    """Tables whose rows are longer than cuda-gdb 11.8 reads them (its tables may be wrong)."""
+    notes: tuple[str, ...]
+    """Known cuda-gdb failures seen in the session, in words."""
+
+    @property
+    def disagreements(self) -> tuple[Check, ...]:
+        return tuple(c for c in self.checks if c.agrees is False)
+
+    @property
+    def agreements(self) -> tuple[Check, ...]:
+        return tuple(c for c in self.checks if c.agrees)
+
+
+def crosscheck(core: Coredump, session: GdbSession) -> CrossCheck:
+    """Compare what cuda-gdb said in `session` with what the native reader reads in `core`."""
+    banner = _value(parse_exception_banner(session.banner))
+    refused = {"gpu-coredump-refused", "not-a-gpu-coredump", "cubin-abi-too-new"}
+    opened = not refused & {d.code for d in session.diagnoses}
+    faults = [f for f in find_faults(core) if f.source is FaultSource.LANE]
+    checks: list[Check] = []
+    if faults:
+        checks += _banner_checks(faults, banner)
+        checks.append(_symbol_check(faults[0], session))
+    checks.append(_kernels_check(core, session))
+    checks += _focus_table_checks(core, session)
+    if not opened:  # what it printed after refusing the dump says nothing about the dump
+        checks = [Check(c.fact, c.native, None) for c in checks]
+    handled = _HANDLED_BY_RETRY if session.retried else set()
+    notes = tuple(d.message for d in session.diagnoses if d.code not in handled)
+    return CrossCheck(session.version, tuple(checks), opened, _longer_rows(core), notes)
+
+
+def _value(result: Parsed[T] | Unparsed) -> T | None:
+    return result.value if isinstance(result, Parsed) else None
+
+
+def _banner_checks(faults: Sequence[Fault], banner: CudaException | None) -> list[Check]:
+    first = faults[0]
+    said = banner.name if banner else None
+    if banner is not None and banner.assertion_failed:
+        said = describe_exception(12)  # 11.8 prints "Assertion failed." for WARP_ASSERT
+    pc = banner.error_pc if banner else None
+    focus = banner.focus if banner else None
+    faulting = {_coords(f.block_idx, f.thread_idx, f.device_index, f.sm_id, f.warp_id, f.lane)
+                for f in faults}  # fmt: skip
+    focus_text = None
+    if focus is not None:
+        focus_text = _coords(
+            focus.block, focus.thread, focus.device, focus.sm, focus.warp, focus.lane
+        )
+    checks = [
+        Check("exception", describe_exception(first.exception or 0), said),
+        Check("focus is a faulting lane", "yes", None if focus_text is None else (
+            "yes" if focus_text in faulting else f"no: {focus_text}"
+        )),
+    ]  # fmt: skip
+    if first.exception != 12:  # 11.8 prints no PC in its assertion banner
+        checks.insert(1, Check("error PC", _hex(first.error_pc), None if pc is None else _hex(pc)))
+    return checks
+
+
+def _symbol_check(fault: Fault, session: GdbSession) -> Check:
+    location = fault.location
+    native = "outside every module"
+    if location is not None and location.function is not None:
+        native = f"{demangle(location.function)} + {location.offset}"
+    symbol = _value(parse_info_symbol(session.output("info symbol $errorpc") or ""))
+    said = None if symbol is None else f"{symbol.symbol} + {symbol.offset}"
+    return Check("kernel + offset of the error PC", native, said)
+
+
+def _kernels_check(core: Coredump, session: GdbSession) -> Check:
+    native = sorted(
+        f"grid {x.grid.grid_id} {without_parameters(demangle(x.kernel or '?'))}"
+        f"<<<{_dim(x.grid.grid_dim)},{_dim(x.grid.block_dim)}>>>"
+        for x in summarize(core).launches
+    )
+    rows = _value(parse_kernels(session.output("info cuda kernels") or ""))
+    said = None if rows is None else sorted(
+        f"grid {r.grid} {r.name}<<<{_dim(r.grid_dim)},{_dim(r.block_dim)}>>>"
+        for r in rows
+    )  # fmt: skip
+    return Check("kernels", "; ".join(native), None if said is None else "; ".join(said))
+
+
+def _focus_table_checks(core: Coredump, session: GdbSession) -> list[Check]:
+    lanes = _value(parse_lanes(session.output("info cuda lanes") or ""))
+    current = next((r for r in lanes or () if r.current), None)
+    if current is None or current.device is None:
+        return []
+    device, sm_id, warp_id = current.device, current.sm, current.warp
+    warps = [w for w in core.iter_warps(core.device(device)) if w.sm_id == sm_id]
+    native_warps = sorted(_warp_row(core, w) for w in warps)
+    rows = _value(parse_warps(session.output("info cuda warps") or ""))
+    said_warps = None if rows is None else sorted(
+        f"warp {r.warp} mask 0x{r.active_lanes_mask or 0:08x} pc 0x{r.active_pc or 0:x}"
+        for r in rows
+    )  # fmt: skip
+    warp = next((w for w in warps if w.warp_id == warp_id), None)
+    native_lanes = [] if warp is None else sorted(
+        f"lane {x.lane} pc 0x{x.function_offset:x} thread {_dim(x.thread_idx)}"
+        for x in core.lanes(warp) if warp.active_lanes_mask >> x.lane & 1
+    )  # fmt: skip
+    said_lanes = sorted(
+        f"lane {r.lane} pc 0x{r.pc or 0:x} thread {_dim(r.thread_idx)}" for r in lanes or ()
+    )
+    return [
+        Check(f"warps of device {device} SM {sm_id}", _join(native_warps), _maybe(said_warps)),
+        Check(f"lanes of SM {sm_id} warp {warp_id}", _join(native_lanes), _join(said_lanes)),
+    ]
+
+
+def _warp_row(core: Coredump, warp: Warp) -> str:
+    lanes = {x.lane: x for x in core.lanes(warp)}
+    mask = warp.active_lanes_mask
+    first = min((i for i in lanes if mask >> i & 1), default=None)
+    pc = lanes[first].function_offset if first is not None else 0
+    return f"warp {warp.warp_id} mask 0x{mask:08x} pc 0x{pc:x}"
+
+
+def _longer_rows(core: Coredump) -> tuple[str, ...]:
+    longer = []
+    for section_type, size in _OLD_ROW_SIZES.items():
+        sections = core.tables.of_type(section_type)
+        if len(sections) and int(core.sections.entsize[sections[0]]) > size:
+            longer.append(t.LAYOUTS[section_type].table)
+    return tuple(longer)
+
+
+def _coords(*parts: object) -> str:
+    return " ".join(str(p) for p in parts)
+
+
+def _hex(value: int | None) -> str:
+    return "none" if value is None else f"0x{value:x}"
+
+
+def _dim(value: tuple[int, int, int] | None) -> str:
+    return "(?)" if value is None else "({},{},{})".format(*value)
+
+
+def _join(items: Sequence[str]) -> str:
+    return "; ".join(items)
+
+
+def _maybe(items: Sequence[str] | None) -> str | None:
+    return None if items is None else _join(items)
