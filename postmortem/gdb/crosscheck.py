@@ -20,8 +20,8 @@ from typing import TypeVar
 from postmortem.coredump import Coredump, find_faults
 from postmortem.coredump import tables as t
 from postmortem.demangle import demangle, without_parameters
-from postmortem.gdb.location import parse_info_symbol
-from postmortem.gdb.model import CudaException, Parsed, Unparsed
+from postmortem.gdb.location import parse_backtrace, parse_info_symbol
+from postmortem.gdb.model import CudaException, Frame, Parsed, Unparsed
 from postmortem.gdb.parse import (
     parse_exception_banner,
     parse_kernels,
@@ -67,6 +67,8 @@ class CrossCheck:
     """Tables whose rows are longer than cuda-gdb 11.8 reads them (its tables may be wrong)."""
     notes: tuple[str, ...]
     """Known cuda-gdb failures seen in the session, in words."""
+    backtrace: tuple[Frame, ...] = ()
+    """cuda-gdb's `bt` of the focus lane (its unwinding and inline function names)."""
 
     @property
     def disagreements(self) -> tuple[Check, ...]:
@@ -93,7 +95,10 @@ def crosscheck(core: Coredump, session: GdbSession) -> CrossCheck:
         checks = [Check(c.fact, c.native, None) for c in checks]
     handled = _HANDLED_BY_RETRY if session.retried else set()
     notes = tuple(d.message for d in session.diagnoses if d.code not in handled)
-    return CrossCheck(session.version, tuple(checks), opened, _longer_rows(core), notes)
+    frames = _value(parse_backtrace(session.output("bt") or "")) if opened else None
+    return CrossCheck(
+        session.version, tuple(checks), opened, _longer_rows(core), notes, frames or ()
+    )
 
 
 def _value(result: Parsed[T] | Unparsed) -> T | None:

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from postmortem.analysis.analyze import Analysis
 from postmortem.analysis.fault import FaultSite
-from postmortem.demangle import without_parameters
+from postmortem.demangle import demangle, without_parameters
 from postmortem.model import Fault, describe_exception
 
 
@@ -20,7 +20,10 @@ def render_analysis_text(analysis: Analysis) -> str:
             "dump); `postmortem info` lists the grids and warps"
         ]
     else:
-        blocks = [_site(path, site, number, len(sites)) for number, site in enumerate(sites, 1)]
+        innermost = _innermost_function(analysis)
+        blocks = [
+            _site(path, site, number, len(sites), innermost) for number, site in enumerate(sites, 1)
+        ]
     blocks.append("\n".join(_crosscheck(analysis)))
     return "\n\n".join(blocks) + "\n"
 
@@ -49,13 +52,21 @@ def _crosscheck(analysis: Analysis) -> list[str]:
             "its table answers may be misread, the native reader's stand"
         )
     lines += [f"  note: {note}" for note in check.notes]
+    for frame in check.backtrace:
+        where = f" at {frame.file}:{frame.line}" if frame.file else ""
+        inlined = ""
+        if frame.inline_function:
+            inlined = f" in {demangle(frame.inline_function)}"
+            if frame.inlined_from_file:
+                inlined += f" inlined from {frame.inlined_from_file}:{frame.inlined_from_line}"
+        lines.append(f"  cuda-gdb bt #{frame.level} {frame.function}{where}{inlined}")
     return lines
 
 
-def _site(path: Path, site: FaultSite, number: int, total: int) -> str:
+def _site(path: Path, site: FaultSite, number: int, total: int, innermost: str | None) -> str:
     lines = _verdict(path, site, number, total)
     lines += _window(site)
-    lines += _chain(site)
+    lines += _chain(site, innermost if number == 1 else None)
     lines += _diagnoses(site)
     return "\n".join(lines)
 
@@ -111,13 +122,26 @@ def _window(site: FaultSite) -> list[str]:
     return lines
 
 
-def _chain(site: FaultSite) -> list[str]:
+def _innermost_function(analysis: Analysis) -> str | None:
+    """The function cuda-gdb names at the innermost frame (`in X inlined from …`)."""
+    check, sites = analysis.crosscheck, analysis.sites
+    if check is None or not check.backtrace or not sites or not sites[0].chain:
+        return None
+    top, frame = check.backtrace[0], sites[0].chain[0]
+    same_place = top.line == frame.line and PurePosixPath(top.file or "").name == (
+        PurePosixPath(frame.file).name
+    )
+    return demangle(top.inline_function) if same_place and top.inline_function else None
+
+
+def _chain(site: FaultSite, innermost: str | None) -> list[str]:
     if not site.chain:
         return []
     lines = ["", "inline chain at the fault, innermost first:"]
     for depth, quoted in enumerate(site.quoted or ()):
         frame = quoted.frame
-        lines.append(f"  #{depth} {frame.file}:{frame.line}")
+        named = f"  in {innermost} (from cuda-gdb)" if depth == 0 and innermost else ""
+        lines.append(f"  #{depth} {frame.file}:{frame.line}{named}")
         if quoted.text is not None:
             lines.append(f"       {quoted.text.strip()}")
     missing = sum(1 for q in site.quoted if q.text is None)

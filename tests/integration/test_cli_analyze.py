@@ -59,3 +59,22 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path):
     result = analyze(bad)
     assert result.returncode == 2
     assert result.stderr.startswith("error: ") and "Traceback" not in result.stderr
+
+
+def test_cuda_gdb_cross_checks_and_names_the_innermost_function():
+    require_tool("nvdisasm")
+    require_tool("cuda-gdb")
+    result = analyze(DUMPS / "oob_store.nvcudmp")
+    assert result.returncode == 0, result.stderr
+    # store.cuh:10 is inside pm::store<T> (fixtures/cu/include/store.cuh)
+    assert "  #0 include/store.cuh:10  in void pm::store<float>(float*, int, float)" in result.stdout
+    assert "cross-check with cuda-gdb 11.8: agrees on exception, error PC" in result.stdout
+    assert "DISAGREES" not in result.stdout
+
+
+def test_a_dump_cuda_gdb_cannot_read_keeps_the_native_answer():
+    require_tool("cuda-gdb")
+    result = analyze(DUMPS / "oob_store_r575.nvcudmp", "--no-disasm")
+    assert result.returncode == 0
+    assert "oob_kernel+0xd0" in result.stdout
+    assert "could not read this dump; native facts stand" in result.stdout
