@@ -48,6 +48,11 @@ if [ "${1:-}" = test ]; then
         echo "setup: installing cuda-gdb (Debian nvidia-cuda-gdb)" >&2
         apt_install nvidia-cuda-gdb || echo "setup: could not install cuda-gdb; its tests will skip (or fail under CI=true)" >&2
     fi
+    if ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null 2>&1; then
+        # The HTML report is checked in a real headless browser.
+        echo "setup: installing chromium and chromium-driver (Debian)" >&2
+        apt_install chromium chromium-driver || echo "setup: could not install chromium; the HTML browser tests will skip (or fail under CI=true)" >&2
+    fi
 else
     pip_install -e ".[tools]"
 fi

@@ -21,8 +21,9 @@ from postmortem.analysis.source import PathMap
 from postmortem.coredump import open_coredump
 from postmortem.errors import PostmortemError, ToolFailed, ToolNotFound
 from postmortem.extract import extract_cubins, render_index
-from postmortem.report.analyze_text import render_analysis_text
+from postmortem.report.context import build_report
 from postmortem.report.info import render_info_json, render_info_text
+from postmortem.report.render import FORMATS, render_report
 from postmortem.summary import summarize
 
 EXIT_OK = 0
@@ -96,6 +97,20 @@ def _path_maps(
 @main.command()
 @click.argument("core", type=click.Path(path_type=Path, dir_okay=False))
 @click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(FORMATS),
+    default="text",
+    show_default=True,
+    help="text for a terminal, md for an issue tracker, html for a browser, json for programs.",
+)
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(path_type=Path, dir_okay=False, writable=True),
+    help="Write the report to this file instead of standard output.",
+)
+@click.option(
     "--window",
     default=8,
     show_default=True,
@@ -140,6 +155,8 @@ def _path_maps(
 @click.option("--debug", is_flag=True, help="Show the traceback of an error.")
 def analyze(
     core: Path,
+    fmt: str,
+    output: Path | None,
     window: int,
     source_dirs: tuple[Path, ...],
     path_maps: tuple[PathMap, ...],
@@ -151,6 +168,9 @@ def analyze(
     debug: bool,
 ) -> None:
     """Say where CORE faulted: kernel, SASS instruction, inline chain, source lines.
+
+    Exit status: 0 report written, 2 unreadable input, 1 internal error. A missing or
+    failing tool is not an error: the report says what it could not do and why.
 
     Runs with no external tool at all (native facts only); with nvdisasm it shows the
     faulting instruction, the instructions around it and the inline chain; with cuda-gdb
@@ -165,10 +185,18 @@ def analyze(
         cuda_gdb_path=cuda_gdb,
     )  # fmt: skip
 
-    def action() -> str:
-        return render_analysis_text(analyze_dump(core, options))
+    color = fmt == "text" and output is None and sys.stdout.isatty()
 
-    click.echo(_run(debug, action), nl=False)
+    def action() -> str:
+        report = build_report(analyze_dump(core, options))
+        return render_report(report, fmt, color=color)
+
+    text = _run(debug, action)
+    if output is None:
+        click.echo(text, nl=False)
+    else:
+        output.write_text(text, encoding="utf-8")
+        click.echo(f"report written to {output}", err=True)
 
 
 @main.command()

@@ -62,9 +62,9 @@ class DumpSummary:
     optional_sections: dict[str, int]
 
 
-def summarize(core: Coredump) -> DumpSummary:
+def summarize(core: Coredump, code_map: CodeMap | None = None) -> DumpSummary:
     """Read the parts of a dump `info` shows (tables, modules, faults; no registers)."""
-    code_map = CodeMap(core)
+    code_map = code_map or CodeMap(core)
     modules = tuple(
         ModuleSummary(
             loaded.module,

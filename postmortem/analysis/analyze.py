@@ -1,22 +1,24 @@
-"""One dump, analyzed: the fault sites, and cuda-gdb's second opinion when it is there."""
+"""One dump, analyzed: fault sites, GPU state, and cuda-gdb's second opinion when it is there."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from postmortem.analysis.fault import FaultSite, LocalizeOptions, localize
-from postmortem.coredump import open_coredump
+from postmortem.analysis.state import KernelState, gpu_state
+from postmortem.coredump import CodeMap, Coredump, open_coredump
 from postmortem.errors import ToolFailed, ToolNotFound
 from postmortem.gdb import run_cuda_gdb
 from postmortem.gdb.crosscheck import CrossCheck, crosscheck
+from postmortem.summary import DumpSummary, summarize
 
 
 @dataclass(frozen=True, slots=True)
 class AnalyzeOptions:
     """Localization options plus whether and how to ask cuda-gdb."""
 
-    localize: LocalizeOptions = LocalizeOptions()
+    localize: LocalizeOptions = field(default_factory=LocalizeOptions)
     cuda_gdb: bool = True
     """False: do not run cuda-gdb (`--no-gdb`)."""
     cuda_gdb_path: str | Path | None = None
@@ -27,27 +29,39 @@ class Analysis:
     """Everything `analyze` reports about one dump."""
 
     path: Path
+    summary: DumpSummary
+    """What the native reader read: devices, launches, modules, metadata, format."""
     sites: tuple[FaultSite, ...]
+    state: tuple[KernelState, ...]
+    """Where every warp was, per grid."""
     crosscheck: CrossCheck | None
     """None when cuda-gdb was not run; `gdb_note` says why."""
     gdb_note: str | None
 
 
 def analyze_dump(path: Path, options: AnalyzeOptions | None = None) -> Analysis:
-    """Localize every fault of the dump at `path` and cross-check it with cuda-gdb."""
+    """Localize every fault of the dump at `path`, census its warps, cross-check with cuda-gdb."""
     options = options or AnalyzeOptions()
     with open_coredump(path) as core:
-        sites = localize(core, options.localize)
-        if not options.cuda_gdb:
-            return Analysis(path, sites, None, "cuda-gdb not run (--no-gdb)")
-        try:
-            session = run_cuda_gdb(
-                path, cuda_gdb=options.cuda_gdb_path, timeout=options.localize.timeout
-            )
-        except ToolNotFound as error:
-            return Analysis(
-                path, sites, None, f"cuda-gdb not found, no second opinion: {error.hint}"
-            )
-        except ToolFailed as error:
-            return Analysis(path, sites, None, f"cuda-gdb failed: {error}")
-        return Analysis(path, sites, crosscheck(core, session), None)
+        code_map = CodeMap(core)
+        summary = summarize(core, code_map)
+        sites = localize(core, options.localize, code_map)
+        state = gpu_state(core, code_map)
+        check, note = _second_opinion(core, path, options)
+    return Analysis(path, summary, sites, state, check, note)
+
+
+def _second_opinion(
+    core: Coredump, path: Path, options: AnalyzeOptions
+) -> tuple[CrossCheck | None, str | None]:
+    if not options.cuda_gdb:
+        return None, "cuda-gdb not run (--no-gdb)"
+    try:
+        session = run_cuda_gdb(
+            path, cuda_gdb=options.cuda_gdb_path, timeout=options.localize.timeout
+        )
+    except ToolNotFound as error:
+        return None, f"cuda-gdb not found, so no second opinion; {error.hint}"
+    except ToolFailed as error:
+        return None, f"cuda-gdb failed: {error}"
+    return crosscheck(core, session), None

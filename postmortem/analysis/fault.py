@@ -61,10 +61,12 @@ class FaultSite:
     diagnoses: tuple[dx.Diagnosis, ...]
 
 
-def localize(core: Coredump, options: LocalizeOptions | None = None) -> tuple[FaultSite, ...]:
+def localize(
+    core: Coredump, options: LocalizeOptions | None = None, code_map: CodeMap | None = None
+) -> tuple[FaultSite, ...]:
     """Localize every distinct faulting PC of the dump, most populous first."""
     options = options or LocalizeOptions()
-    code_map = CodeMap(core)
+    code_map = code_map or CodeMap(core)
     groups: dict[tuple[int, int | None], list[Fault]] = {}
     for fault in find_faults(core, code_map):
         groups.setdefault((fault.device_index, fault.error_pc), []).append(fault)

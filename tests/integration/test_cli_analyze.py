@@ -67,7 +67,9 @@ def test_cuda_gdb_cross_checks_and_names_the_innermost_function():
     result = analyze(DUMPS / "oob_store.nvcudmp")
     assert result.returncode == 0, result.stderr
     # store.cuh:10 is inside pm::store<T> (fixtures/cu/include/store.cuh)
-    assert "  #0 include/store.cuh:10  in void pm::store<float>(float*, int, float)" in result.stdout
+    assert (
+        "  #0 include/store.cuh:10  in void pm::store<float>(float*, int, float)" in result.stdout
+    )
     assert "cross-check with cuda-gdb 11.8: agrees on exception, error PC" in result.stdout
     assert "DISAGREES" not in result.stdout
 

@@ -1,0 +1,80 @@
+"""Render the report data (report/context.py) as text, Markdown, HTML or JSON.
+
+Templates live in the top-level `templates/` directory of a checkout, shipped inside the
+wheel as `postmortem/templates/`. They hold layout only. HTML is autoescaped; Markdown
+puts every string that comes from a dump inside code spans (`md_code`), so a kernel named
+`render<script>` is shown, never interpreted, by an issue tracker.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import jinja2
+
+FORMATS = ("text", "md", "html", "json")
+_TEMPLATES = {"text": "report.txt.j2", "md": "report.md.j2", "html": "report.html.j2"}
+_ANSI = {"bold": "1", "red": "31", "yellow": "33", "green": "32", "dim": "2"}
+
+
+def templates_dir() -> Path:
+    """Where the templates are: inside the installed package, else the checkout's top level."""
+    package = Path(__file__).resolve().parent.parent
+    for candidate in (package / "templates", package.parent / "templates"):
+        if (candidate / _TEMPLATES["text"]).is_file():
+            return candidate
+    raise FileNotFoundError(f"report templates not found next to {package}")
+
+
+def md_code(value: object) -> str:
+    """`value` as a Markdown code span, safe whatever backticks it holds."""
+    text = str(value).replace("\n", " ")
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    fence = "`" * (longest + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
+
+
+def md_text(value: object) -> str:
+    """Prose for Markdown: HTML metacharacters escaped, so names in messages stay text."""
+    return html.escape(str(value), quote=False)
+
+
+def md_cell(value: object) -> str:
+    """A code span fit for a Markdown table cell (pipes escaped)."""
+    return md_code(value).replace("|", "\\|")
+
+
+@cache
+def _environment(color: bool) -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(templates_dir()),
+        autoescape=jinja2.select_autoescape(enabled_extensions=("html.j2",), default=False),
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+    )
+    env.filters["md_code"] = md_code
+    env.filters["md_cell"] = md_cell
+    env.filters["md_text"] = md_text
+    env.filters["style"] = (
+        (lambda text, name: f"\033[{_ANSI[name]}m{text}\033[0m")
+        if color
+        else (lambda text, _: text)
+    )
+    env.filters["dim3"] = lambda d: "?" if d is None else "({},{},{})".format(*d)
+    return env
+
+
+def render_report(report: dict[str, Any], fmt: str, *, color: bool = False) -> str:
+    """The report in `fmt` ("text", "md", "html" or "json"); `color` adds ANSI to text."""
+    if fmt == "json":
+        return json.dumps(report, indent=2, sort_keys=True) + "\n"
+    template = _environment(color and fmt == "text").get_template(_TEMPLATES[fmt])
+    return template.render(report=report)
