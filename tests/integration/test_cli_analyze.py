@@ -80,3 +80,40 @@ def test_a_dump_cuda_gdb_cannot_read_keeps_the_native_answer():
     assert result.returncode == 0
     assert "oob_kernel+0xd0" in result.stdout
     assert "could not read this dump; native facts stand" in result.stdout
+
+
+def test_colour_only_on_a_terminal():
+    import os
+    import pty
+
+    # GIVEN standard output is a pseudo-terminal
+    leader, follower = pty.openpty()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "postmortem", "analyze", str(DUMPS / "oob_store.nvcudmp"),
+         "--no-gdb", "--no-disasm"],
+        stdout=follower, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    os.close(follower)
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(leader, 65536)
+        except OSError:
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    process.wait(timeout=60)
+    os.close(leader)
+    # THEN the terminal gets ANSI styling, and a pipe does not
+    assert b"\x1b[1m" in b"".join(chunks)
+    piped = analyze(DUMPS / "oob_store.nvcudmp", "--no-gdb", "--no-disasm")
+    assert "\x1b[" not in piped.stdout
+
+
+def test_output_file_gets_the_report_and_stdout_stays_quiet(tmp_path):
+    target = tmp_path / "report.md"
+    result = analyze(DUMPS / "oob_store.nvcudmp", "--no-gdb", "--format", "md", "-o", target)
+    assert result.returncode == 0 and result.stdout == ""
+    assert target.read_text().startswith("## postmortem: `")
+    assert "report written to" in result.stderr
