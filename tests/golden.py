@@ -20,7 +20,8 @@ from postmortem.report.render import render_report
 
 ROOT = Path(__file__).resolve().parent.parent
 GOLDEN = ROOT / "tests" / "golden"
-FORMATS = ("text", "md", "json")
+FORMATS = ("text", "md", "json", "html")
+SUFFIXES = {"text": "txt", "md": "md", "json": "json", "html": "html"}
 
 
 @dataclass(frozen=True)
@@ -59,7 +60,7 @@ def render_case(case: Case) -> dict[str, str]:
 
 
 def golden_path(case: Case, fmt: str) -> Path:
-    return GOLDEN / f"{case.name}.{ {'text': 'txt', 'md': 'md', 'json': 'json'}[fmt] }"
+    return GOLDEN / f"{case.name}.{SUFFIXES[fmt]}"
 
 
 def main() -> int:

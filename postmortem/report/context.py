@@ -9,6 +9,7 @@ temporary paths) goes in, so reports of the same dump are identical.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime, timezone
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -279,6 +280,9 @@ def _metadata(summary: DumpSummary) -> Json | None:
         "cuda_version": "{}.{}".format(*meta.cuda_driver_version),
         "flags": list(meta.flag_names),
         "timestamp": meta.timestamp,
+        "written_utc": datetime.fromtimestamp(meta.timestamp, timezone.utc).strftime(
+            "%Y-%m-%dT%H:%M:%SZ"
+        ),
     }
 
 
