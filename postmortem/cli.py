@@ -132,6 +132,13 @@ def _path_maps(
     metavar="OLD=NEW",
     help="Rewrite a build-machine path prefix (repeatable).",
 )
+@click.option(
+    "--mode",
+    type=click.Choice(("auto", "fault", "hang")),
+    default="auto",
+    show_default=True,
+    help="hang: where every warp is stuck and why (auto: when the dump records no exception).",
+)
 @click.option("--no-disasm", is_flag=True, help="Do not run nvdisasm: native facts only.")
 @click.option(
     "--nvdisasm",
@@ -160,6 +167,7 @@ def analyze(
     window: int,
     source_dirs: tuple[Path, ...],
     path_maps: tuple[PathMap, ...],
+    mode: str,
     no_disasm: bool,
     nvdisasm: Path | None,
     no_gdb: bool,
@@ -181,6 +189,7 @@ def analyze(
             window=window, source_dirs=source_dirs, path_maps=path_maps,
             disassemble=not no_disasm, nvdisasm=nvdisasm, timeout=timeout,
         ),
+        mode=mode,
         cuda_gdb=not no_gdb,
         cuda_gdb_path=cuda_gdb,
     )  # fmt: skip

@@ -46,6 +46,8 @@ CASES = (
     Case("sm_fault"),
     Case("two_devices"),
     Case("hang_barrier"),
+    Case("hang_spin", cuda_gdb=True),
+    Case("midflight"),
     Case("oob_store_r615", cuda_gdb=True),
 )
 

@@ -6,7 +6,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from postmortem.analysis.fault import FaultSite, LocalizeOptions, localize
-from postmortem.analysis.state import KernelState, gpu_state
+from postmortem.analysis.hang import HangAnalysis, analyze_hang
+from postmortem.analysis.state import KernelState, gpu_state, warp_pcs
 from postmortem.coredump import CodeMap, Coredump, open_coredump
 from postmortem.errors import ToolFailed, ToolNotFound
 from postmortem.gdb import run_cuda_gdb
@@ -19,6 +20,8 @@ class AnalyzeOptions:
     """Localization options plus whether and how to ask cuda-gdb."""
 
     localize: LocalizeOptions = field(default_factory=LocalizeOptions)
+    mode: str = "auto"
+    """"auto": hang analysis when the dump records no exception; "fault"; "hang"."""
     cuda_gdb: bool = True
     """False: do not run cuda-gdb (`--no-gdb`)."""
     cuda_gdb_path: str | Path | None = None
@@ -34,6 +37,8 @@ class Analysis:
     sites: tuple[FaultSite, ...]
     state: tuple[KernelState, ...]
     """Where every warp was, per grid."""
+    hang: HangAnalysis | None
+    """Where everything is stuck and why (hang mode); None in fault mode."""
     crosscheck: CrossCheck | None
     """None when cuda-gdb was not run; `gdb_note` says why."""
     gdb_note: str | None
@@ -46,9 +51,13 @@ def analyze_dump(path: Path, options: AnalyzeOptions | None = None) -> Analysis:
         code_map = CodeMap(core)
         summary = summarize(core, code_map)
         sites = localize(core, options.localize, code_map)
-        state = gpu_state(core, code_map)
+        warps = warp_pcs(core)
+        state = gpu_state(core, code_map, warps)
+        hang = None
+        if options.mode == "hang" or (options.mode == "auto" and not sites):
+            hang = analyze_hang(core, warps, options.localize, code_map)
         check, note = _second_opinion(core, path, options)
-    return Analysis(path, summary, sites, state, check, note)
+    return Analysis(path, summary, sites, state, hang, check, note)
 
 
 def _second_opinion(

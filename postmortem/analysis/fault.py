@@ -10,7 +10,7 @@ missing tool, an imprecise PC).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from postmortem.analysis import diagnose as dx
@@ -116,24 +116,13 @@ def _disassembled(
     notes: list[dx.Diagnosis],
 ) -> FaultSite:
     assert site.function is not None and site.offset is not None and site.module_handle
-    image = code_map.image_bytes(site.module_handle)
-    try:
-        result = disassemble(
-            image, site.function.symbol_index, nvdisasm=options.nvdisasm, timeout=options.timeout
-        )
-    except ToolNotFound as error:
-        notes.append(dx.tool_missing(error.tool, error.hint or ""))
-        return _replace(site, diagnoses=tuple(notes))
-    except ToolFailed as error:
-        notes.append(dx.tool_failed(error.tool, error.detail))
+    result, note = disassemble_function(
+        code_map, site.module_handle, site.function.symbol_index, section_address, options
+    )
+    if result is None:
+        notes.extend([note] if note else [])
         return _replace(site, diagnoses=tuple(notes))
     listing = result.listing
-    if (
-        section_address
-        and listing.instructions
-        and listing.instructions[0].offset >= section_address
-    ):
-        listing = listing.rebased(section_address)
     instruction = listing.at(site.offset)
     window = _without_padding(listing.window(site.offset, options.window, options.window), listing)
     chain = instruction.inline_chain if instruction else ()
@@ -144,6 +133,37 @@ def _disassembled(
         site, instruction=instruction, window=window, chain=chain, quoted=quoted,
         disassembly=result, diagnoses=tuple(notes),
     )  # fmt: skip
+
+
+def disassemble_function(
+    code_map: CodeMap,
+    module_handle: int,
+    symbol_index: int,
+    section_address: int,
+    options: LocalizeOptions,
+) -> tuple[Disassembly | None, dx.Diagnosis | None]:
+    """One function of a module, disassembled, its offsets relative to its code section.
+
+    Returns the disassembly, or None and the diagnosis that says why there is none.
+    """
+    image = code_map.image_bytes(module_handle)
+    try:
+        result = disassemble(
+            image, symbol_index, nvdisasm=options.nvdisasm, timeout=options.timeout
+        )
+    except ToolNotFound as error:
+        return None, dx.tool_missing(error.tool, error.hint or "")
+    except ToolFailed as error:
+        return None, dx.tool_failed(error.tool, error.detail)
+    listing = result.listing
+    # nvdisasm prints load addresses for a relocated image: back to section offsets.
+    if (
+        section_address
+        and listing.instructions
+        and listing.instructions[0].offset >= section_address
+    ):
+        result = replace(result, listing=listing.rebased(section_address))
+    return result, None
 
 
 def _without_padding(
@@ -167,6 +187,4 @@ def _precision(
 
 
 def _replace(site: FaultSite, **changes: object) -> FaultSite:
-    from dataclasses import replace
-
     return replace(site, **changes)  # type: ignore[arg-type]

@@ -16,6 +16,7 @@ from typing import Any
 from postmortem import __version__
 from postmortem.analysis.analyze import Analysis
 from postmortem.analysis.fault import FaultSite
+from postmortem.analysis.hang import HangAnalysis
 from postmortem.analysis.state import KernelState
 from postmortem.demangle import demangle, without_parameters
 from postmortem.gdb.crosscheck import CrossCheck
@@ -42,6 +43,7 @@ def build_report(analysis: Analysis) -> Json:
         "state": [_state(k) for k in analysis.state],
         "modules": [_module(m) for m in summary.modules],
         "metadata": _metadata(summary),
+        "hang": _hang(analysis.hang),
         "crosscheck": _crosscheck(analysis.crosscheck, analysis.gdb_note),
         "provenance": _provenance(analysis),
     }
@@ -64,6 +66,38 @@ def _name_innermost_frame(sites: list[Json], check: CrossCheck | None) -> None:
     )
     if same_place and top.inline_function:
         frame["function"], frame["function_source"] = demangle(top.inline_function), "cuda-gdb"
+
+
+def _hang(hang: HangAnalysis | None) -> Json | None:
+    if hang is None:
+        return None
+    return {
+        "groups": [
+            {
+                "device": g.device_index,
+                "grid_id": g.grid_id,
+                "kernel": _kernel(g.kernel),
+                "offset_hex": f"0x{g.offset:04x}",
+                "warps": g.warps,
+                "lanes": g.lanes,
+                "blocks": g.blocks,
+                "instruction": g.instruction.text if g.instruction else None,
+                "barrier": g.barrier,
+                "in_polling_loop": g.in_polling_loop,
+                "chain": [
+                    {"depth": d, "file": q.frame.file, "line": q.frame.line, "source": q.text,
+                     "missing": q.reason}
+                    for d, q in enumerate(g.quoted)
+                ],
+            }
+            for g in hang.groups
+        ],
+        "findings": [
+            {"code": f.code, "message": f.message, "evidence": list(f.evidence), "caveat": f.caveat}
+            for f in hang.findings
+        ],
+        "notes": list(hang.notes),
+    }  # fmt: skip
 
 
 def _hex(value: int | None) -> str | None:
@@ -100,6 +134,15 @@ def _dump(path: Path, summary: DumpSummary) -> Json:
 
 
 def _verdict(analysis: Analysis, sites: Sequence[Json]) -> Json:
+    if not sites and analysis.hang is not None:
+        findings = analysis.hang.findings
+        warps = sum(k.warps for k in analysis.state)
+        headline = (
+            f"hang: {findings[0].message}" if findings
+            else f"no exception recorded: {warps} live warps, and no deadlock pattern found "
+            "(a user-triggered dump of a kernel still running, or a hang these rules miss)"
+        )  # fmt: skip
+        return {"kind": "hang", "headline": headline, "findings": len(findings)}
     if not sites:
         return {
             "kind": "no-exception",

@@ -1,0 +1,274 @@
+"""Hang dumps: where every warp is stuck, and the classic deadlocks, with their evidence.
+
+Every live warp is grouped by kernel and PC; each group gets the SASS instruction there,
+its inline chain and source line (one nvdisasm run per kernel). Three patterns are
+flagged in plain words, each with the evidence and with what the evidence does not prove:
+
+- a CTA barrier (`BAR.SYNC`, `BAR.RED`) that some warps of a block wait at while others of
+  the same block are elsewhere: a `__syncthreads()` not every thread reaches;
+- lanes of one warp split across a convergence barrier (`BSYNC`, `WARPSYNC`);
+- every warp of a grid inside a short loop that reads memory: a likely spin-wait.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from postmortem.analysis.fault import LocalizeOptions, disassemble_function
+from postmortem.analysis.source import QuotedLine, quote
+from postmortem.analysis.state import WarpPcs, kernel_of
+from postmortem.coredump.faults import CodeMap
+from postmortem.coredump.reader import Coredump
+from postmortem.cubin.sass import SassInstruction, SassListing, SourceFrame
+from postmortem.model import Dim3
+
+_LOOP_SPAN = 32  # instructions: longer loops are not "spinning in place"
+_LABEL = re.compile(r"`\((?P<label>[^)]+)\)")
+
+
+@dataclass(frozen=True, slots=True)
+class StuckGroup:
+    """The warps of one kernel stuck at one PC."""
+
+    device_index: int
+    grid_id: int
+    kernel: str | None
+    offset: int
+    warps: int
+    lanes: int
+    blocks: int
+    instruction: SassInstruction | None
+    chain: tuple[SourceFrame, ...]
+    quoted: tuple[QuotedLine, ...]
+    barrier: str | None
+    """"cta" (BAR.SYNC, BAR.RED), "convergence" (BSYNC, WARPSYNC) or None."""
+    in_polling_loop: bool
+    """The PC lies in a short backward loop that reads memory."""
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """A deadlock pattern, with its evidence and its limits."""
+
+    code: str
+    """"divergent-barrier", "convergence-split" or "spin-wait"."""
+    message: str
+    evidence: tuple[str, ...]
+    caveat: str
+    """What the evidence does not prove."""
+
+
+@dataclass(frozen=True, slots=True)
+class HangAnalysis:
+    """Where everything is stuck, and why it may be."""
+
+    groups: tuple[StuckGroup, ...]
+    """Most populous first."""
+    findings: tuple[Finding, ...]
+    notes: tuple[str, ...]
+    """What limited the analysis (no nvdisasm, no line info)."""
+
+
+def analyze_hang(
+    core: Coredump, warps: Sequence[WarpPcs], options: LocalizeOptions, code_map: CodeMap
+) -> HangAnalysis:
+    """Group the warps by kernel and PC, read their instructions, flag deadlock patterns."""
+    by_grid: dict[tuple[int, int], list[WarpPcs]] = defaultdict(list)
+    for warp in warps:
+        by_grid[(warp.device_index, warp.grid_id)].append(warp)
+    groups: list[StuckGroup] = []
+    findings: list[Finding] = []
+    notes: list[str] = []
+    for (device, grid_id), members in sorted(by_grid.items()):
+        kernel = kernel_of(core, code_map, device, grid_id)
+        listing, note = _listing(core, code_map, device, grid_id, options)
+        notes.extend([note] if note else [])
+        kernel_groups = _groups(device, grid_id, kernel, members, listing, options)
+        groups.extend(kernel_groups)
+        findings.extend(_findings(members, {g.offset: g for g in kernel_groups}, kernel))
+    groups.sort(key=lambda g: (-g.lanes, g.device_index, g.grid_id, g.offset))
+    return HangAnalysis(tuple(groups), tuple(findings), tuple(dict.fromkeys(notes)))
+
+
+def _listing(
+    core: Coredump, code_map: CodeMap, device: int, grid_id: int, options: LocalizeOptions
+) -> tuple[SassListing | None, str | None]:
+    grid = core.find_grid(device, grid_id)
+    location = code_map.locate(device, grid.function_entry) if grid else None
+    summary = code_map.summary(location.module_handle) if location else None
+    function = summary.find_function(grid.function_entry) if summary and grid else None
+    if location is None or function is None:
+        return None, f"grid {grid_id}: its kernel is in no module the dump holds"
+    if not options.disassemble:
+        return None, "nvdisasm not run (--no-disasm): no instructions, no barrier detection"
+    result, note = disassemble_function(
+        code_map, location.module_handle, function.symbol_index, location.section_address, options
+    )
+    return (result.listing if result else None), (note.message if note else None)
+
+
+def _groups(
+    device: int,
+    grid_id: int,
+    kernel: str | None,
+    warps: Sequence[WarpPcs],
+    listing: SassListing | None,
+    options: LocalizeOptions,
+) -> list[StuckGroup]:
+    lanes: dict[int, int] = defaultdict(int)
+    warp_count: dict[int, int] = defaultdict(int)
+    blocks: dict[int, set[Dim3]] = defaultdict(set)
+    for warp in warps:
+        for offset, count in warp.lanes_at:
+            lanes[offset] += count
+            warp_count[offset] += 1
+            blocks[offset].add(warp.block_idx)
+    found = []
+    for offset in lanes:
+        instruction = listing.at(offset) if listing else None
+        chain = instruction.inline_chain if instruction else ()
+        found.append(
+            StuckGroup(
+                device, grid_id, kernel, offset, warp_count[offset], lanes[offset],
+                len(blocks[offset]), instruction, chain,
+                quote(chain, options.source_dirs, options.path_maps) if chain else (),
+                barrier_kind(instruction),
+                listing is not None and _in_polling_loop(listing, offset),
+            )
+        )  # fmt: skip
+    return found
+
+
+def barrier_kind(instruction: SassInstruction | None) -> str | None:
+    """ "cta" for a block-wide barrier wait, "convergence" for a warp one, else None."""
+    if instruction is None:
+        return None
+    base, modifiers = instruction.base_opcode, instruction.modifiers
+    if base == "BAR" and "ARV" not in modifiers:
+        return "cta"  # BAR.SYNC, BAR.RED.*, BAR.SYNC.DEFER_BLOCKING; BAR.ARV does not wait
+    if base in {"BSYNC", "WARPSYNC"}:
+        return "convergence"
+    return None
+
+
+def _in_polling_loop(listing: SassListing, offset: int) -> bool:
+    labels = {label: i.offset for i in listing.instructions for label in i.labels}
+    for branch in listing.instructions:
+        if branch.base_opcode not in {"BRA", "JMP"} or branch.offset < offset:
+            continue
+        target = next(
+            (labels.get(m["label"]) for op in branch.operands if (m := _LABEL.search(op))), None
+        )
+        if target is None or target > offset or branch.offset - target > 16 * _LOOP_SPAN:
+            continue
+        body = [i for i in listing.instructions if target <= i.offset <= branch.offset]
+        if any(i.base_opcode.startswith("LD") for i in body):
+            return True
+    return False
+
+
+def _findings(
+    warps: Sequence[WarpPcs], groups: dict[int, StuckGroup], kernel: str | None
+) -> list[Finding]:
+    found = _divergent_barriers(warps, groups)
+    found += _convergence_splits(warps, groups)
+    spin = _spin_wait(warps, groups, kernel)
+    return found + ([spin] if spin else [])
+
+
+def _where(offset: int, groups: dict[int, StuckGroup]) -> str:
+    group = groups.get(offset)
+    text = f"0x{offset:04x}"
+    if group and group.instruction:
+        text += f" {group.instruction.text}"
+    if group and group.chain:
+        text += f" ({group.chain[0].file}:{group.chain[0].line})"
+    return text
+
+
+def _divergent_barriers(warps: Sequence[WarpPcs], groups: dict[int, StuckGroup]) -> list[Finding]:
+    by_block: dict[Dim3, list[WarpPcs]] = defaultdict(list)
+    for warp in warps:
+        by_block[warp.block_idx].append(warp)
+    found = []
+    for block, members in sorted(by_block.items()):
+        waiting = [w for w in members if _all_at(w, groups, "cta")]
+        elsewhere = [w for w in members if not _any_at(w, groups, "cta")]
+        if not waiting or not elsewhere:
+            continue
+        barrier = waiting[0].lanes_at[0][0]
+        others = sorted({o for w in elsewhere for o, _ in w.lanes_at})
+        found.append(
+            Finding(
+                "divergent-barrier",
+                f"block ({block[0]},{block[1]},{block[2]}): {len(waiting)} warp(s) wait at a block "
+                f"barrier while {len(elsewhere)} warp(s) of the same block are elsewhere: a "
+                "__syncthreads() that not every thread of the block reaches",
+                (
+                    f"at the barrier {_where(barrier, groups)}: warps "
+                    + ", ".join(str(w.warp_id) for w in waiting),
+                    "elsewhere: warps " + ", ".join(str(w.warp_id) for w in elsewhere) + " at "
+                    + "; ".join(_where(o, groups) for o in others),
+                ),
+                "a dump is one instant: the other warps may still be on their way to the "
+                "barrier; the same picture in a second dump taken later makes the deadlock "
+                "certain",
+            )
+        )  # fmt: skip
+    return found
+
+
+def _convergence_splits(warps: Sequence[WarpPcs], groups: dict[int, StuckGroup]) -> list[Finding]:
+    found = []
+    for warp in warps:
+        at_barrier = [o for o, _ in warp.lanes_at if _kind(o, groups) == "convergence"]
+        if not at_barrier or not warp.diverged:
+            continue
+        found.append(
+            Finding(
+                "convergence-split",
+                f"warp {warp.warp_id} of block ({warp.block_idx[0]},{warp.block_idx[1]},"
+                f"{warp.block_idx[2]}): some lanes wait at a convergence barrier while others of "
+                "the warp are elsewhere",
+                tuple(f"{count} lane(s) at {_where(o, groups)}" for o, count in warp.lanes_at),
+                "lanes reconverge when the others arrive; only if they never can (they wait "
+                "for something the waiting lanes must do) is this a deadlock",
+            )
+        )  # fmt: skip
+    return found
+
+
+def _spin_wait(
+    warps: Sequence[WarpPcs], groups: dict[int, StuckGroup], kernel: str | None
+) -> Finding | None:
+    offsets = {o for w in warps for o, _ in w.lanes_at}
+    if not offsets or not all(groups[o].in_polling_loop for o in offsets if o in groups):
+        return None
+    if any(o not in groups for o in offsets):
+        return None
+    name = kernel or "the kernel"
+    return Finding(
+        "spin-wait",
+        f"every warp of {name} is inside a short loop that reads memory: a likely spin-wait "
+        "on a flag that nothing sets",
+        tuple(f"{groups[o].warps} warp(s) at {_where(o, groups)}" for o in sorted(offsets)),
+        "a loop is not proof of a spin: a long-running loop looks the same in one dump; a "
+        "second dump where the PCs have not moved (and the data they read has not changed) "
+        "makes it one",
+    )
+
+
+def _kind(offset: int, groups: dict[int, StuckGroup]) -> str | None:
+    group = groups.get(offset)
+    return group.barrier if group else None
+
+
+def _all_at(warp: WarpPcs, groups: dict[int, StuckGroup], kind: str) -> bool:
+    return all(_kind(o, groups) == kind for o, _ in warp.lanes_at)
+
+
+def _any_at(warp: WarpPcs, groups: dict[int, StuckGroup], kind: str) -> bool:
+    return any(_kind(o, groups) == kind for o, _ in warp.lanes_at)

@@ -1,0 +1,120 @@
+"""Hang mode: where every warp is stuck, and the deadlock patterns, against planted truth.
+
+Stall PCs and divergent blocks come from what the builder planted (truth.json); the
+source lines of the barrier and of the spin loop come from the `// @pm barrier` and
+`// @pm spin` markers in fixtures/cu/divergent_barrier.cu.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from postmortem.analysis.analyze import AnalyzeOptions, analyze_dump
+from postmortem.analysis.fault import LocalizeOptions
+from postmortem.analysis.hang import barrier_kind
+from postmortem.cubin.sass import SassInstruction
+from tests.conftest import FIXTURES, dump_paths, truth_of
+from tests.tooling import require_tool
+
+sys.path.insert(0, str(FIXTURES / "builder"))
+import markers  # noqa: E402
+
+SOURCE = FIXTURES / "cu" / "divergent_barrier.cu"
+HANGS = [p for p in dump_paths() if truth_of(p)["hang"]]
+FAULTS = [p for p in dump_paths() if truth_of(p)["fault"] is not None]
+
+
+def analyze(path: Path, mode: str = "auto", disassemble: bool = True):
+    options = LocalizeOptions(disassemble=disassemble, source_dirs=(FIXTURES / "cu",))
+    return analyze_dump(path, AnalyzeOptions(options, mode=mode, cuda_gdb=False))
+
+
+@pytest.fixture(scope="module", autouse=True)
+def nvdisasm():
+    require_tool("nvdisasm")
+
+
+@pytest.mark.parametrize(
+    "path", [p for p in HANGS if "hang_barrier" in p.name], ids=lambda p: p.name
+)
+def test_divergent_syncthreads_is_diagnosed_in_the_planted_blocks(path):
+    truth = truth_of(path)
+    hang = analyze(path).hang
+    assert hang is not None
+    flagged = [f for f in hang.findings if f.code == "divergent-barrier"]
+    planted = [tuple(b["block_idx"]) for b in truth["divergent_barrier_blocks"]]
+    assert [f.message.split(":")[0] for f in flagged] == [
+        f"block ({x},{y},{z})" for x, y, z in planted
+    ]
+    barrier_line = markers.marker_location(SOURCE, "barrier")[1]
+    assert all(f"divergent_barrier.cu:{barrier_line}" in f.evidence[0] for f in flagged)
+
+
+@pytest.mark.parametrize("path", HANGS, ids=lambda p: p.name)
+def test_stuck_groups_are_the_planted_stall_sites(path):
+    truth = truth_of(path)
+    hang = analyze(path).hang
+    groups = {g.offset: g for g in hang.groups}
+    for stall in truth["stall_groups"]:
+        group = groups[stall["offset"]]
+        assert group.warps == len(stall["warps"])
+        line = markers.marker_location(SOURCE, stall["kind"])[1]
+        assert (Path(group.chain[0].file).name, group.chain[0].line) == (
+            "divergent_barrier.cu",
+            line,
+        )
+        assert group.quoted[0].text is not None and f"@pm {stall['kind']}" in group.quoted[0].text
+        assert (group.barrier == "cta") == (stall["kind"] == "barrier")
+        assert group.in_polling_loop == (stall["kind"] == "spin")
+
+
+def test_every_warp_spinning_is_a_likely_spin_wait():
+    hang = analyze(FIXTURES / "dumps" / "hang_spin.nvcudmp").hang
+    assert [f.code for f in hang.findings] == ["spin-wait"]
+    spin_line = markers.marker_location(SOURCE, "spin")[1]
+    assert f"divergent_barrier.cu:{spin_line}" in hang.findings[0].evidence[0]
+    assert "not proof" in hang.findings[0].caveat
+
+
+@pytest.mark.parametrize("name", ["midflight", "sm_fault.twin_r400"])
+def test_a_well_behaved_kernel_dumped_mid_flight_gets_no_deadlock_flag(name):
+    analysis = analyze(FIXTURES / "dumps" / f"{name}.nvcudmp")
+    assert analysis.hang is not None
+    assert analysis.hang.groups
+    assert analysis.hang.findings == ()
+
+
+@pytest.mark.parametrize("path", FAULTS, ids=lambda p: p.name)
+def test_a_fault_dump_is_never_called_a_hang(path):
+    analysis = analyze(path, disassemble=False)
+    assert analysis.sites and analysis.hang is None
+
+
+def test_hang_mode_on_a_fault_dump_groups_its_warps_without_a_barrier_flag():
+    analysis = analyze(FIXTURES / "dumps" / "oob_store.nvcudmp", mode="hang")
+    assert analysis.hang is not None and analysis.sites
+    assert sum(g.warps for g in analysis.hang.groups) >= 7
+    assert not [f for f in analysis.hang.findings if f.code == "divergent-barrier"]
+
+
+def test_without_nvdisasm_hang_mode_says_what_it_cannot_see():
+    hang = analyze(FIXTURES / "dumps" / "hang_barrier.nvcudmp", disassemble=False).hang
+    assert hang.findings == ()
+    assert any("no barrier detection" in note for note in hang.notes)
+
+
+def _instruction(opcode):
+    return SassInstruction(0x140, None, opcode, ("0x0",), f"{opcode} 0x0", (), ())
+
+
+@pytest.mark.parametrize(
+    ("opcode", "kind"),
+    [("BAR.SYNC", "cta"), ("BAR.SYNC.DEFER_BLOCKING", "cta"), ("BAR.RED.POPC", "cta"),
+     ("BAR.ARV", None), ("BSYNC", "convergence"), ("WARPSYNC", "convergence"),
+     ("BSSY", None), ("LDG.E", None)],
+)  # fmt: skip
+def test_barrier_kinds(opcode, kind):
+    assert barrier_kind(_instruction(opcode)) == kind
