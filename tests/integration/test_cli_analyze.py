@@ -117,3 +117,17 @@ def test_output_file_gets_the_report_and_stdout_stays_quiet(tmp_path):
     assert result.returncode == 0 and result.stdout == ""
     assert target.read_text().startswith("## postmortem: `")
     assert "report written to" in result.stderr
+
+
+def test_a_hang_dump_is_analyzed_as_a_hang_and_the_mode_can_be_forced():
+    require_tool("nvdisasm")
+    hang = analyze(DUMPS / "hang_barrier.nvcudmp", "--no-gdb")
+    assert hang.returncode == 0
+    assert hang.stdout.splitlines()[0].endswith(
+        "hang: block (1,0,0): 1 warp(s) wait at a block barrier while 3 warp(s) of the same "
+        "block are elsewhere: a __syncthreads() that not every thread of the block reaches"
+    )
+    forced = analyze(DUMPS / "oob_store.nvcudmp", "--no-gdb", "--mode", "hang")
+    assert "where every warp is stuck" in forced.stdout
+    plain = analyze(DUMPS / "oob_store.nvcudmp", "--no-gdb", "--mode", "fault")
+    assert "where every warp is stuck" not in plain.stdout
