@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from postmortem.analysis.fault import LocalizeOptions, disassemble_function
 from postmortem.analysis.source import QuotedLine, quote
-from postmortem.analysis.state import WarpPcs, kernel_of
+from postmortem.analysis.state import WarpPcs, kernel_of, pc_groups
 from postmortem.coredump.faults import CodeMap
 from postmortem.coredump.reader import Coredump
 from postmortem.cubin.sass import SassInstruction, SassListing, SourceFrame
@@ -118,25 +118,17 @@ def _groups(
     listing: SassListing | None,
     options: LocalizeOptions,
 ) -> list[StuckGroup]:
-    lanes: dict[int, int] = defaultdict(int)
-    warp_count: dict[int, int] = defaultdict(int)
-    blocks: dict[int, set[Dim3]] = defaultdict(set)
-    for warp in warps:
-        for offset, count in warp.lanes_at:
-            lanes[offset] += count
-            warp_count[offset] += 1
-            blocks[offset].add(warp.block_idx)
     found = []
-    for offset in lanes:
-        instruction = listing.at(offset) if listing else None
+    for group in pc_groups(warps):
+        instruction = listing.at(group.offset) if listing else None
         chain = instruction.inline_chain if instruction else ()
         found.append(
             StuckGroup(
-                device, grid_id, kernel, offset, warp_count[offset], lanes[offset],
-                len(blocks[offset]), instruction, chain,
+                device, grid_id, kernel, group.offset, group.warps, group.lanes, group.blocks,
+                instruction, chain,
                 quote(chain, options.source_dirs, options.path_maps) if chain else (),
                 barrier_kind(instruction),
-                listing is not None and _in_polling_loop(listing, offset),
+                listing is not None and _in_polling_loop(listing, group.offset),
             )
         )  # fmt: skip
     return found

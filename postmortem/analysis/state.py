@@ -120,7 +120,8 @@ def gpu_state(
     )
 
 
-def _kernel_state(grid: tuple[int, int], warps: list[WarpPcs], kernel: str | None) -> KernelState:
+def pc_groups(warps: Sequence[WarpPcs]) -> tuple[PcGroup, ...]:
+    """The warps' lanes counted per PC (with warps and blocks there), most lanes first."""
     lanes: Counter[int] = Counter()
     warps_at: Counter[int] = Counter()
     faulting: Counter[int] = Counter()
@@ -131,12 +132,18 @@ def _kernel_state(grid: tuple[int, int], warps: list[WarpPcs], kernel: str | Non
             warps_at[offset] += 1
             blocks_at[offset].add(warp.block_idx)
         faulting.update(dict(warp.faulting_at))
-    groups = sorted(
-        (PcGroup(o, warps_at[o], lanes[o], faulting[o], len(blocks_at[o])) for o in lanes),
-        key=lambda g: (-g.lanes, g.offset),
+    return tuple(
+        sorted(
+            (PcGroup(o, warps_at[o], lanes[o], faulting[o], len(blocks_at[o])) for o in lanes),
+            key=lambda g: (-g.lanes, g.offset),
+        )
     )
+
+
+def _kernel_state(grid: tuple[int, int], warps: list[WarpPcs], kernel: str | None) -> KernelState:
+    groups = pc_groups(warps)
     return KernelState(
-        grid[0], grid[1], kernel, len(warps), sum(lanes.values()), tuple(groups),
+        grid[0], grid[1], kernel, len(warps), sum(g.lanes for g in groups), groups,
         sum(1 for w in warps if w.diverged),
     )  # fmt: skip
 
