@@ -10,6 +10,7 @@ _MEMORY_BASES = frozenset(
     {"LD", "LDG", "LDS", "LDL", "LDC", "ULDC", "LDSM", "LDGSTS", "ST", "STG", "STS", "STL",
      "STSM", "ATOM", "ATOMG", "ATOMS", "RED", "CCTL", "SULD", "SUST", "SUATOM", "SURED",
      "UTMALDG", "UTMASTG", "UTMAREDG", "UTMAPF", "UBLKCP", "UBLKRED", "UBLKPF", "TLD", "TEX",
+     "LDCU", "REDG", "REDAS",
      "LDTM", "STTM"}
 )  # fmt: skip
 
