@@ -57,13 +57,16 @@ def extract_cubins(
     Raises:
         OutputExists: a file to be written exists already and `force` is False.
     """
-    faulted = _faulted_ranges(core)
+    code_map = CodeMap(core)
+    faulted = _faulted_ranges(core, code_map)
     plan = []
     for module in core.all_modules():
         for image in (module.relocated_image, module.unrelocated_image):
             if image is not None:
                 data = core.image_bytes(image)
-                plan.append((module, image, data, _summary(data)))
+                # Locating the faults has read the relocated images already.
+                known = code_map.summary(module.module_handle) if image.relocated else None
+                plan.append((module, image, data, known or _summary(data)))
     written = tuple(_describe(m, i, d, s, faulted) for m, i, d, s in plan)
     targets = [out_dir / e.file for e in written] + [out_dir / "index.json", out_dir / "index.txt"]
     existing = [p for p in targets if p.exists()]
@@ -86,10 +89,10 @@ def _summary(data: bytes) -> CubinSummary | None:
         return None
 
 
-def _faulted_ranges(core: Coredump) -> set[tuple[int, int]]:
+def _faulted_ranges(core: Coredump, code_map: CodeMap) -> set[tuple[int, int]]:
     """(module handle, section address) of every code section holding a fault PC."""
     found = set()
-    for fault in find_faults(core, CodeMap(core)):
+    for fault in find_faults(core, code_map):
         if fault.location is not None:
             found.add((fault.location.module_handle, fault.location.section_address))
     return found

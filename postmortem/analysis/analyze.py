@@ -50,18 +50,18 @@ def analyze_dump(path: Path, options: AnalyzeOptions | None = None) -> Analysis:
     with open_coredump(path) as core:
         code_map = CodeMap(core)
         summary = summarize(core, code_map)
-        sites = localize(core, options.localize, code_map)
+        sites = localize(core, options.localize, code_map, summary.faults)
         warps = warp_pcs(core)
         state = gpu_state(core, code_map, warps)
         hang = None
         if options.mode == "hang" or (options.mode == "auto" and not sites):
             hang = analyze_hang(core, warps, options.localize, code_map)
-        check, note = _second_opinion(core, path, options)
+        check, note = _second_opinion(core, path, options, summary)
     return Analysis(path, summary, sites, state, hang, check, note)
 
 
 def _second_opinion(
-    core: Coredump, path: Path, options: AnalyzeOptions
+    core: Coredump, path: Path, options: AnalyzeOptions, summary: DumpSummary
 ) -> tuple[CrossCheck | None, str | None]:
     if not options.cuda_gdb:
         return None, "cuda-gdb not run (--no-gdb)"
@@ -73,4 +73,4 @@ def _second_opinion(
         return None, f"cuda-gdb not found, so no second opinion; {error.hint}"
     except ToolFailed as error:
         return None, f"cuda-gdb failed: {error}"
-    return crosscheck(core, session), None
+    return crosscheck(core, session, summary), None

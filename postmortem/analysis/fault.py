@@ -62,13 +62,19 @@ class FaultSite:
 
 
 def localize(
-    core: Coredump, options: LocalizeOptions | None = None, code_map: CodeMap | None = None
+    core: Coredump,
+    options: LocalizeOptions | None = None,
+    code_map: CodeMap | None = None,
+    faults: Sequence[Fault] | None = None,
 ) -> tuple[FaultSite, ...]:
-    """Localize every distinct faulting PC of the dump, most populous first."""
+    """Localize every distinct faulting PC of the dump, most populous first.
+
+    `faults` are the dump's faults when the caller has found them already.
+    """
     options = options or LocalizeOptions()
     code_map = code_map or CodeMap(core)
     groups: dict[tuple[int, int | None], list[Fault]] = {}
-    for fault in find_faults(core, code_map):
+    for fault in find_faults(core, code_map) if faults is None else faults:
         groups.setdefault((fault.device_index, fault.error_pc), []).append(fault)
     ordered = sorted(groups.values(), key=lambda faults: -len(faults))
     return tuple(_localize_site(core, code_map, tuple(faults), options) for faults in ordered)

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from postmortem.analysis.fault import LocalizeOptions, disassemble_function
 from postmortem.analysis.source import QuotedLine, quote
-from postmortem.analysis.state import WarpPcs, kernel_of, pc_groups
+from postmortem.analysis.state import WarpPcs, kernel_code, kernel_of, pc_groups
 from postmortem.coredump.faults import CodeMap
 from postmortem.coredump.reader import Coredump
 from postmortem.cubin.sass import SassInstruction, SassListing, SourceFrame
@@ -96,12 +96,10 @@ def analyze_hang(
 def _listing(
     core: Coredump, code_map: CodeMap, device: int, grid_id: int, options: LocalizeOptions
 ) -> tuple[SassListing | None, str | None]:
-    grid = core.find_grid(device, grid_id)
-    location = code_map.locate(device, grid.function_entry) if grid else None
-    summary = code_map.summary(location.module_handle) if location else None
-    function = summary.find_function(grid.function_entry) if summary and grid else None
-    if location is None or function is None:
+    code = kernel_code(core, code_map, device, grid_id)
+    if code is None:
         return None, f"grid {grid_id}: its kernel is in no module the dump holds"
+    location, function = code
     if not options.disassemble:
         return None, "nvdisasm not run (--no-disasm): no instructions, no barrier detection"
     result, note = disassemble_function(

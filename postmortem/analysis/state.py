@@ -16,7 +16,8 @@ import numpy as np
 from postmortem.coredump import tables as t
 from postmortem.coredump.faults import CodeMap
 from postmortem.coredump.reader import Coredump
-from postmortem.model import Dim3
+from postmortem.cubin.inspect import Function
+from postmortem.model import CodeLocation, Dim3
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,10 +149,18 @@ def _kernel_state(grid: tuple[int, int], warps: list[WarpPcs], kernel: str | Non
     )  # fmt: skip
 
 
+def kernel_code(
+    core: Coredump, code_map: CodeMap, device_index: int, grid_id: int
+) -> tuple[CodeLocation, Function] | None:
+    """Where the kernel a grid runs lives: its code section and its function, if loaded."""
+    grid = core.find_grid(device_index, grid_id)
+    location = code_map.locate(device_index, grid.function_entry) if grid else None
+    summary = code_map.summary(location.module_handle) if location else None
+    function = summary.find_function(grid.function_entry) if summary and grid else None
+    return None if location is None or function is None else (location, function)
+
+
 def kernel_of(core: Coredump, code_map: CodeMap, device_index: int, grid_id: int) -> str | None:
     """The mangled name of the kernel a grid runs, when its entry lies in a loaded image."""
-    grid = core.find_grid(device_index, grid_id)
-    if grid is None:
-        return None
-    location = code_map.locate(device_index, grid.function_entry)
-    return location.function if location else None
+    code = kernel_code(core, code_map, device_index, grid_id)
+    return code[1].name if code else None

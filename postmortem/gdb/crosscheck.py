@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
-from postmortem.coredump import Coredump, find_faults
+from postmortem.coredump import Coredump
 from postmortem.coredump import tables as t
 from postmortem.demangle import demangle, without_parameters
 from postmortem.gdb.location import parse_backtrace, parse_info_symbol
@@ -30,7 +30,7 @@ from postmortem.gdb.parse import (
 )
 from postmortem.gdb.run import GdbSession
 from postmortem.model import Fault, FaultSource, Warp, describe_exception
-from postmortem.summary import summarize
+from postmortem.summary import DumpSummary, summarize
 
 T = TypeVar("T")
 
@@ -79,17 +79,23 @@ class CrossCheck:
         return tuple(c for c in self.checks if c.agrees)
 
 
-def crosscheck(core: Coredump, session: GdbSession) -> CrossCheck:
-    """Compare what cuda-gdb said in `session` with what the native reader reads in `core`."""
+def crosscheck(
+    core: Coredump, session: GdbSession, summary: DumpSummary | None = None
+) -> CrossCheck:
+    """Compare what cuda-gdb said in `session` with what the native reader reads in `core`.
+
+    `summary` is the native reader's summary of `core` when the caller has read it already.
+    """
+    summary = summary or summarize(core)
     banner = _value(parse_exception_banner(session.banner))
     refused = {"gpu-coredump-refused", "not-a-gpu-coredump", "cubin-abi-too-new"}
     opened = not refused & {d.code for d in session.diagnoses}
-    faults = [f for f in find_faults(core) if f.source is FaultSource.LANE]
+    faults = [f for f in summary.faults if f.source is FaultSource.LANE]
     checks: list[Check] = []
     if faults:
         checks += _banner_checks(faults, banner)
         checks.append(_symbol_check(faults[0], session))
-    checks.append(_kernels_check(core, session))
+    checks.append(_kernels_check(summary, session))
     checks += _focus_table_checks(core, session)
     if not opened:  # what it printed after refusing the dump says nothing about the dump
         checks = [Check(c.fact, c.native, None) for c in checks]
@@ -140,11 +146,11 @@ def _symbol_check(fault: Fault, session: GdbSession) -> Check:
     return Check("kernel + offset of the error PC", native, said)
 
 
-def _kernels_check(core: Coredump, session: GdbSession) -> Check:
+def _kernels_check(summary: DumpSummary, session: GdbSession) -> Check:
     native = sorted(
         f"grid {x.grid.grid_id} {without_parameters(demangle(x.kernel or '?'))}"
         f"<<<{_dim(x.grid.grid_dim)},{_dim(x.grid.block_dim)}>>>"
-        for x in summarize(core).launches
+        for x in summary.launches
     )
     rows = _value(parse_kernels(session.output("info cuda kernels") or ""))
     said = None if rows is None else sorted(
