@@ -171,6 +171,11 @@ def test_fixture_fault_instruction_decodes_as_its_opcode_says(name, fault):
         return
     assert access is not None and access.address is not None
     expected = {"STG.E": ("store", 4), "STG.E.128": ("store", 16), "LDG.E.128": ("load", 16)}
+    if fault["opcode"] == "STS":  # the shared-memory overflow: [R7+0x10], no descriptor
+        assert (access.space, access.kind, access.width_bytes) == ("shared", "store", 4)
+        assert (access.address.base, access.address.offset) == ("R7", 0x10)
+        assert not access.address.base_is_64bit
+        return
     assert (access.kind, access.width_bytes) == expected[fault["opcode"]]
     assert access.space == "global"
     assert access.address.descriptor == "UR4"
