@@ -374,6 +374,10 @@ class Fault:
     """None when no relocated image in the dump holds the PC."""
     detail: str | None = None
     """The driver's own words about the exception (the SM row's string, r580+)."""
+    warp_record: Warp | None = field(default=None, repr=False, compare=False)
+    """The faulting warp's row (None for an SM-level fault): its registers are read from it."""
+    lane_record: Lane | None = field(default=None, repr=False, compare=False)
+    """The faulting lane's row, for a lane fault."""
 
     @property
     def exception_name(self) -> str:

@@ -5,9 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from postmortem.analysis.census import CensusRow, fault_census
 from postmortem.analysis.fault import FaultSite, LocalizeOptions, localize
 from postmortem.analysis.hang import HangAnalysis, analyze_hang
-from postmortem.analysis.state import KernelState, gpu_state, warp_pcs
+from postmortem.analysis.provenance import BuildInfo, build_provenance
+from postmortem.analysis.state import KernelState, gpu_state, kernel_code, warp_pcs
 from postmortem.coredump import CodeMap, Coredump, open_coredump
 from postmortem.errors import ToolFailed, ToolNotFound
 from postmortem.gdb import run_cuda_gdb
@@ -42,6 +44,10 @@ class Analysis:
     crosscheck: CrossCheck | None
     """None when cuda-gdb was not run; `gdb_note` says why."""
     gdb_note: str | None
+    census: tuple[CensusRow, ...] = ()
+    """The fault sites merged by kernel and offset, with their lane/warp/CTA/SM counts."""
+    builds: tuple[BuildInfo, ...] = ()
+    """How the faulting modules (else those of the running grids) were built."""
 
 
 def analyze_dump(path: Path, options: AnalyzeOptions | None = None) -> Analysis:
@@ -57,7 +63,19 @@ def analyze_dump(path: Path, options: AnalyzeOptions | None = None) -> Analysis:
         if options.mode == "hang" or (options.mode == "auto" and not sites):
             hang = analyze_hang(core, warps, options.localize, code_map)
         check, note = _second_opinion(core, path, options, summary)
-    return Analysis(path, summary, sites, state, hang, check, note)
+        builds = build_provenance(code_map, _modules_that_matter(core, code_map, sites, state))
+    return Analysis(path, summary, sites, state, hang, check, note, fault_census(sites), builds)
+
+
+def _modules_that_matter(
+    core: Coredump, code_map: CodeMap, sites: tuple[FaultSite, ...], state: tuple[KernelState, ...]
+) -> list[int]:
+    """The faulting modules; in a dump without a fault, the modules of the running grids."""
+    faulting = [site.module_handle for site in sites if site.module_handle is not None]
+    if faulting:
+        return faulting
+    codes = (kernel_code(core, code_map, k.device_index, k.grid_id) for k in state)
+    return [code[0].module_handle for code in codes if code is not None]
 
 
 def _second_opinion(

@@ -31,16 +31,54 @@ class Diagnosis:
     """What to do about it, when something can be done."""
 
 
-def no_line_info(kernel: str) -> Diagnosis:
+_LINEINFO_REMEDY = (
+    "rebuild with -lineinfo; for builds you do not control (PyTorch extensions, vLLM, "
+    "FlashAttention) set NVCC_PREPEND_FLAGS='-lineinfo', and turn the compiler cache off "
+    "(CCACHE_DISABLE=1): ccache can hand back an object compiled without the flag and "
+    "the build still succeeds"
+)
+
+
+def no_line_info(kernel: str, ptxas_options: str | None = None) -> Diagnosis:
+    """No `.debug_line`, and the recorded ptxas options (if any) lack -lineinfo."""
+    how = (
+        f"; it was compiled without -lineinfo (ptxas options: {ptxas_options.strip()})"
+        if ptxas_options is not None
+        else "; the cubin records no compiler options (no .note.nv.tkinfo), so whether it "
+        "was compiled without -lineinfo or stripped later cannot be told"
+    )
     return Diagnosis(
         "no-line-info",
         Severity.WARNING,
         f"the cubin of {kernel} has no .debug_line section: no source line can be recovered "
-        "for any instruction",
-        "rebuild with -lineinfo; for builds you do not control (PyTorch extensions, vLLM, "
-        "FlashAttention) set NVCC_PREPEND_FLAGS='-lineinfo', and turn the compiler cache off "
-        "(CCACHE_DISABLE=1): ccache can hand back an object compiled without the flag and "
-        "the build still succeeds",
+        f"for any instruction{how}",
+        _LINEINFO_REMEDY,
+    )
+
+
+def line_info_removed(kernel: str, ptxas_options: str) -> Diagnosis:
+    """The options ask for line info, yet `.debug_line` is gone: removed after compiling."""
+    return Diagnosis(
+        "line-info-removed",
+        Severity.WARNING,
+        f"the cubin of {kernel} was compiled with -lineinfo (ptxas options: "
+        f"{ptxas_options.strip()}) but has no .debug_line section: the line info was removed "
+        "after compilation",
+        "look for a build or packaging step that strips or repacks device code (a strip or "
+        "objcopy of the cubin, a fatbinary repack, nvprune); rebuilding with -lineinfo alone "
+        "will not bring the lines back",
+    )
+
+
+def device_debug_build(kernel: str, ptxas_options: str) -> Diagnosis:
+    """A `-G` build: optimizations off, so the fault may not occur in the release build."""
+    return Diagnosis(
+        "device-debug-build",
+        Severity.INFO,
+        f"the cubin of {kernel} is a device-debug (-G) build (ptxas options: "
+        f"{ptxas_options.strip()}): optimizations are off, so code, timing and register "
+        "use differ from an optimized build",
+        "confirm the fault also happens in the optimized build; use -lineinfo there",
     )
 
 

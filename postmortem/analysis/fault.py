@@ -14,7 +14,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from postmortem.analysis import diagnose as dx
+from postmortem.analysis.forensics import Forensics, examine
 from postmortem.analysis.opclass import MEMORY_EXCEPTIONS, is_memory_access
+from postmortem.analysis.provenance import toolkit_of
 from postmortem.analysis.source import PathMap, QuotedLine, quote
 from postmortem.coredump import CodeMap, Coredump, find_faults
 from postmortem.cubin.inspect import Function
@@ -59,6 +61,8 @@ class FaultSite:
     has_line_info: bool | None
     disassembly: Disassembly | None = field(repr=False)
     diagnoses: tuple[dx.Diagnosis, ...]
+    forensics: Forensics | None = None
+    """The instruction decoded and its address per lane; None without an instruction."""
 
 
 def localize(
@@ -103,18 +107,36 @@ def _localize_site(
             dx.lane_offset_mismatch(min(lane_offsets - {location.offset}), location.offset)
         )
     has_lines = summary.has_line_info if summary else None
-    if has_lines is False:
-        notes.append(dx.no_line_info(function.demangled if function else location.section_name))
+    name = function.demangled if function else location.section_name
+    notes.extend(_build_notes(code_map, location.module_handle, name, has_lines))
     site = _replace(
         base, module_handle=location.module_handle, function=function,
         offset=location.offset, has_line_info=has_lines,
     )  # fmt: skip
     if not options.disassemble or function is None or summary is None:
         return _replace(site, diagnoses=tuple(notes))
-    return _disassembled(code_map, site, location.section_address, options, notes)
+    return _disassembled(core, code_map, site, location.section_address, options, notes)
+
+
+def _build_notes(
+    code_map: CodeMap, module_handle: int, kernel: str, has_lines: bool | None
+) -> list[dx.Diagnosis]:
+    """Line info missing (and why, from the recorded ptxas options); a -G build."""
+    toolkit = toolkit_of(code_map, module_handle)
+    options = toolkit.options if toolkit else None
+    notes = []
+    if has_lines is False:
+        if options is not None and toolkit is not None and toolkit.has_lineinfo_option:
+            notes.append(dx.line_info_removed(kernel, options))
+        else:
+            notes.append(dx.no_line_info(kernel, options))
+    if options is not None and toolkit is not None and toolkit.has_device_debug:
+        notes.append(dx.device_debug_build(kernel, options))
+    return notes
 
 
 def _disassembled(
+    core: Coredump,
     code_map: CodeMap,
     site: FaultSite,
     section_address: int,
@@ -135,9 +157,10 @@ def _disassembled(
     if instruction is not None:
         notes.extend(_precision(instruction, window, site.exception))
     quoted = quote(chain, options.source_dirs, options.path_maps) if chain else ()
+    evidence = examine(core, code_map, site.faults, instruction) if instruction else None
     return _replace(
         site, instruction=instruction, window=window, chain=chain, quoted=quoted,
-        disassembly=result, diagnoses=tuple(notes),
+        disassembly=result, diagnoses=tuple(notes), forensics=evidence,
     )  # fmt: skip
 
 

@@ -106,6 +106,7 @@ def find_faults(core: Coredump, code_map: CodeMap | None = None) -> tuple[Fault,
                 FaultSource.LANE, lane.exception, pc, lane.device_index, lane.sm_id,
                 lane.grid_id, lane.block_idx, lane.warp_id, lane.lane, lane.thread_idx,
                 lane.function_offset, code_map.locate(lane.device_index, pc),
+                warp_record=warp, lane_record=lane,
             )
         )  # fmt: skip
     faults.extend(_warp_faults(core, code_map, warps_with_lane_faults))
@@ -137,6 +138,7 @@ def _warp_faults(core: Coredump, code_map: CodeMap, skip: set[RowRef]) -> list[F
                 FaultSource.WARP, sm.exception, warp.error_pc, warp.device_index, warp.sm_id,
                 warp.grid_id, warp.block_idx, warp.warp_id, None, None, None,
                 code_map.locate(warp.device_index, warp.error_pc or 0),
+                warp_record=warp,
             )
         )  # fmt: skip
     return found

@@ -25,7 +25,14 @@ from dataclasses import dataclass
 
 from postmortem.cubin.sass import SassInstruction
 
-__all__ = ["AddressOperand", "AddressResult", "MemoryAccess", "decode_access", "effective_address"]
+__all__ = [
+    "AddressOperand",
+    "AddressResult",
+    "MemoryAccess",
+    "address_formula",
+    "decode_access",
+    "effective_address",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -318,6 +325,11 @@ def effective_address(
         return AddressResult(None, tuple(missing), formula)
     mask = _SIXTY_FOUR if operand.base_is_64bit or operand.uniform_is_64bit else _THIRTY_TWO
     return AddressResult((total + operand.offset) & mask, (), formula)
+
+
+def address_formula(access: MemoryAccess) -> str:
+    """How the address is formed, without register values: ``R3:R2 + UR4 + 0x1c``."""
+    return effective_address(access, lambda _: 0, lambda _: 0).formula
 
 
 def _formula(labels: list[str], operand: AddressOperand) -> str:

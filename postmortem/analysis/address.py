@@ -1,0 +1,143 @@
+"""The address each faulting lane touched, computed from its registers in the dump, and the
+spread of those addresses across lanes."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from postmortem.coredump import Coredump
+from postmortem.cubin.operands import MemoryAccess, effective_address
+from postmortem.model import Dim3, Fault, Lane, Warp
+
+# R255 and UR63 read as zero: nvdisasm prints them RZ/URZ, but a decoded register number can
+# still name them.
+_ZERO_REGISTERS = frozenset({"RZ", "URZ", "R255", "UR63"})
+
+
+@dataclass(frozen=True, slots=True)
+class LaneAddress:
+    """The effective address one lane accessed."""
+
+    device_index: int
+    sm_id: int
+    warp_id: int
+    lane: int
+    block_idx: Dim3
+    thread_idx: Dim3
+    address: int | None
+    """None when a register the address needs is not in the dump (`missing` names it)."""
+    missing: tuple[str, ...]
+    registers: tuple[tuple[str, int], ...]
+    """The register values the address was computed from, in formula order."""
+
+
+@dataclass(frozen=True, slots=True)
+class AddressSpread:
+    """How the lanes' addresses relate to each other."""
+
+    count: int
+    """Lanes with a computed address."""
+    minimum: int
+    maximum: int
+    distinct: int
+    stride_bytes: int | None
+    """The usual distance between neighbouring lanes of a warp, per lane id; None when the
+    lanes follow no common stride (or only one lane is known)."""
+    irregular_lanes: tuple[tuple[int, int], ...]
+    """(warp, lane) of the lanes off the common stride of their warp."""
+
+
+def lane_addresses(
+    core: Coredump, access: MemoryAccess, faults: Sequence[Fault]
+) -> tuple[tuple[LaneAddress, ...], str]:
+    """Addresses of the faulting lanes, or, for a warp-level fault, of the warp's active
+    lanes at the error PC; with a phrase naming which lanes those are."""
+    pairs: list[tuple[Warp, Lane]] = []
+    warp_level = False
+    for fault in faults:
+        if fault.warp_record is None:
+            continue
+        if fault.lane_record is not None:
+            pairs.append((fault.warp_record, fault.lane_record))
+        else:
+            warp_level = True
+            pairs.extend(_active_lanes_at(core, fault.warp_record, fault.error_pc))
+    uniforms: dict[Warp, tuple[int, ...] | None] = {}
+    result = []
+    for warp, lane in pairs:
+        if warp not in uniforms:
+            uniforms[warp] = core.uniform_registers(warp)
+        result.append(_lane_address(access, warp, lane, core.registers(lane), uniforms[warp]))
+    which = "active lanes at the error PC" if warp_level else "faulting lanes"
+    return tuple(result), which
+
+
+def _active_lanes_at(core: Coredump, warp: Warp, pc: int | None) -> Iterable[tuple[Warp, Lane]]:
+    for lane in core.lanes(warp):
+        if warp.active_lanes_mask >> lane.lane & 1 and (pc is None or lane.virtual_pc == pc):
+            yield warp, lane
+
+
+def _lane_address(
+    access: MemoryAccess,
+    warp: Warp,
+    lane: Lane,
+    registers: tuple[int, ...] | None,
+    uniforms: tuple[int, ...] | None,
+) -> LaneAddress:
+    read: list[tuple[str, int]] = []
+
+    def reader(values: tuple[int, ...] | None, prefix: str):  # type: ignore[no-untyped-def]
+        def read_one(name: str) -> int | None:
+            if name in _ZERO_REGISTERS:
+                return 0
+            number = int(name[len(prefix) :])
+            if values is None or number >= len(values):
+                return None
+            read.append((name, values[number]))
+            return values[number]
+
+        return read_one
+
+    result = effective_address(access, reader(registers, "R"), reader(uniforms, "UR"))
+    return LaneAddress(
+        lane.device_index, lane.sm_id, lane.warp_id, lane.lane, lane.block_idx,
+        lane.thread_idx, result.address, result.missing, tuple(read),
+    )  # fmt: skip
+
+
+def address_spread(lanes: Sequence[LaneAddress]) -> AddressSpread | None:
+    """Min, max, distinct count and the common per-lane stride; None without any address."""
+    known = [lane for lane in lanes if lane.address is not None]
+    if not known:
+        return None
+    addresses = [lane.address for lane in known if lane.address is not None]
+    by_warp: dict[tuple[int, int, int, Dim3], list[LaneAddress]] = {}
+    for lane in sorted(known, key=lambda lane: lane.lane):
+        key = (lane.device_index, lane.sm_id, lane.warp_id, lane.block_idx)
+        by_warp.setdefault(key, []).append(lane)
+    strides: Counter[int] = Counter()
+    for members in by_warp.values():
+        for first, second in zip(members, members[1:], strict=False):
+            delta = (second.address or 0) - (first.address or 0)
+            if delta % (second.lane - first.lane) == 0:
+                strides[delta // (second.lane - first.lane)] += 1
+    stride = strides.most_common(1)[0][0] if strides else None
+    irregular: list[tuple[int, int]] = []
+    if stride is not None:
+        # A lane is off the stride when its address minus stride * lane differs from what
+        # most lanes of its warp give: one stray lane does not make the others irregular.
+        for members in by_warp.values():
+            intercepts = Counter((lane.address or 0) - stride * lane.lane for lane in members)
+            usual = intercepts.most_common(1)[0][0]
+            irregular.extend(
+                (lane.warp_id, lane.lane)
+                for lane in members
+                if (lane.address or 0) - stride * lane.lane != usual
+            )
+    return AddressSpread(
+        len(addresses), min(addresses), max(addresses), len(set(addresses)), stride,
+        tuple(irregular),
+    )  # fmt: skip

@@ -1,0 +1,92 @@
+"""Forensics of a faulting instruction: what it accessed, at which address in every faulting
+lane, where that address falls, and which kernel argument it came from."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from postmortem.analysis.address import AddressSpread, LaneAddress, address_spread, lane_addresses
+from postmortem.analysis.arguments import KernelArguments, read_arguments
+from postmortem.analysis.region import AddressCheck, check_addresses
+from postmortem.analysis.state import kernel_code
+from postmortem.coredump import CodeMap, Coredump
+from postmortem.cubin.operands import MemoryAccess, address_formula, decode_access
+from postmortem.cubin.sass import SassInstruction
+from postmortem.model import Fault
+
+# Spaces whose addresses are device virtual addresses, so that a pointer argument can be
+# their origin; shared and local offsets and constant-bank offsets are not.
+_POINTER_SPACES = frozenset({"global", "generic"})
+
+
+@dataclass(frozen=True, slots=True)
+class Forensics:
+    """The faulting instruction decoded and its address reconstructed."""
+
+    access: MemoryAccess | None
+    """None when the instruction touches no memory (see `notes`)."""
+    formula: str | None
+    """How the address is formed, e.g. ``R3:R2 + 0x1c``."""
+    lanes: tuple[LaneAddress, ...]
+    lane_set: str
+    """Which lanes `lanes` are: "faulting lanes" or "active lanes at the error PC"."""
+    spread: AddressSpread | None
+    checks: tuple[AddressCheck, ...]
+    arguments: KernelArguments | None
+    notes: tuple[str, ...]
+    """What could not be worked out, and why."""
+
+    @property
+    def focus_address(self) -> int | None:
+        """The first lane's address: the one the arguments are measured against."""
+        return next((lane.address for lane in self.lanes if lane.address is not None), None)
+
+
+def examine(
+    core: Coredump, code_map: CodeMap, faults: Sequence[Fault], instruction: SassInstruction
+) -> Forensics:
+    """Decode `instruction` and work out the address every lane of `faults` accessed."""
+    access = decode_access(instruction)
+    if access is None:
+        note = f"{instruction.opcode} does not access memory: there is no address to compute"
+        arguments, why = _arguments(core, code_map, faults, None)
+        return Forensics(None, None, (), "", None, (), arguments, (note, *why))
+    notes: list[str] = []
+    lanes, lane_set = lane_addresses(core, access, faults)
+    if not lanes:
+        notes.append(
+            "no lane registers: the faulting warp is not in the dump (an SM-level fault "
+            "whose warp has exited)"
+        )
+    missing = sorted({name for lane in lanes for name in lane.missing})
+    if missing:
+        notes.append(
+            f"registers not in the dump: {', '.join(missing)}; those lanes have no address"
+        )
+    if access.address is None:
+        notes.append(f"{instruction.opcode} has no address operand nvdisasm spells out")
+    addresses = [lane.address for lane in lanes if lane.address is not None]
+    formula = address_formula(access) if access.address is not None else None
+    focus = addresses[0] if addresses and access.space in _POINTER_SPACES else None
+    arguments, why = _arguments(core, code_map, faults, focus)
+    return Forensics(
+        access, formula, lanes, lane_set, address_spread(lanes),
+        check_addresses(core, access, faults, addresses), arguments, (*notes, *why),
+    )  # fmt: skip
+
+
+def _arguments(
+    core: Coredump, code_map: CodeMap, faults: Sequence[Fault], address: int | None
+) -> tuple[KernelArguments | None, tuple[str, ...]]:
+    """The grid's arguments, or None and the reason there are none."""
+    fault = next((f for f in faults if f.grid_id is not None), None)
+    grid = None
+    if fault is not None and fault.grid_id is not None:
+        grid = core.find_grid(fault.device_index, fault.grid_id)
+    if fault is None or grid is None:
+        return None, ("no kernel arguments: the fault names no grid the dump holds",)
+    code = kernel_code(core, code_map, fault.device_index, grid.grid_id)
+    cubin = code_map.image_bytes(code[0].module_handle) if code else None
+    arguments, why = read_arguments(core, grid, cubin, code[1].name if code else None, address)
+    return arguments, (why,) if why else ()

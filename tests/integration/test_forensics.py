@@ -1,0 +1,192 @@
+"""Forensics against what the builder planted: every faulting lane's address, the argument it
+came from, the misalignment, the shared-memory overflow, and what each build recorded.
+
+The expected addresses come from the fixtures' `address` specs (how each kernel's source
+computes the address, fixtures/builder/build_cubins.py), which the builder writes into the
+faulting lanes' registers; nothing here is taken from the tool's own output.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from postmortem import open_coredump
+from postmortem.analysis.analyze import AnalyzeOptions, analyze_dump
+from postmortem.analysis.census import fault_census
+from postmortem.analysis.fault import FaultSite, LocalizeOptions, localize
+from tests.conftest import DUMPS, dump_paths, truth_of
+from tests.tooling import require_tool
+
+
+def _addressed(path: Path) -> bool:
+    truth = truth_of(path)
+    return bool(truth["faulting_lanes"]) and truth["fault"]["address"] is not None
+
+
+ADDRESSED = [p for p in dump_paths() if truth_of(p)["fault"] and _addressed(p)]
+
+
+@pytest.fixture(scope="module")
+def nvdisasm():
+    return require_tool("nvdisasm")
+
+
+def _site(path: Path, nvdisasm) -> FaultSite:
+    with open_coredump(path) as core:
+        (site,) = localize(core, LocalizeOptions(nvdisasm=nvdisasm))
+    assert site.forensics is not None
+    return site
+
+
+def _check(site: FaultSite, name: str):
+    assert site.forensics is not None
+    return next(c for c in site.forensics.checks if c.check == name)
+
+
+def test_every_addressed_fixture_is_covered():
+    names = {p.name.split(".")[0] for p in ADDRESSED}
+    assert {"oob_store", "misaligned_load", "shared_overflow", "two_modules"} <= names
+
+
+@pytest.mark.parametrize("path", ADDRESSED, ids=lambda p: p.name)
+def test_each_lane_address_equals_the_planted_one(path: Path, nvdisasm):
+    # GIVEN the lanes the builder planted, keyed by their coordinates
+    truth = truth_of(path)
+    planted = {
+        (f["device"], f["sm"], f["warp"], f["lane"]): f["effective_address"]
+        for f in truth["faulting_lanes"]
+    }
+    # WHEN the faulting instruction's address is computed from each lane's registers
+    forensics = _site(path, nvdisasm).forensics
+    assert forensics is not None and forensics.lane_set == "faulting lanes"
+    computed = {(a.device_index, a.sm_id, a.warp_id, a.lane): a.address for a in forensics.lanes}
+    # THEN every lane gets exactly the planted address
+    assert computed == planted
+
+
+@pytest.mark.parametrize("path", ADDRESSED, ids=lambda p: p.name)
+def test_the_spread_follows_the_source_stride(path: Path, nvdisasm):
+    truth = truth_of(path)
+    addresses = [f["effective_address"] for f in truth["faulting_lanes"]]
+    spread = _site(path, nvdisasm).forensics.spread
+    assert spread is not None
+    assert (spread.minimum, spread.maximum) == (min(addresses), max(addresses))
+    assert spread.stride_bytes == truth["fault"]["address"]["stride"]
+    assert spread.irregular_lanes == ()
+
+
+def _global_with_params(path: Path) -> bool:
+    truth = truth_of(path)
+    return truth["fault"]["address"]["space"] == "global" and "params" in truth["optional_sections"]
+
+
+@pytest.mark.parametrize(
+    "path", [p for p in ADDRESSED if _global_with_params(p)], ids=lambda p: p.name
+)
+def test_the_address_is_attributed_to_the_argument_it_came_from(path: Path, nvdisasm):
+    # GIVEN the argument the kernel's source indexes, read from the truth's parameter bytes
+    truth = truth_of(path)
+    spec = truth["fault"]["address"]
+    grid = next(g for g in truth["grids"] if g["grid_id"] == truth["fault"]["grid_id"])
+    params = bytes.fromhex(grid["params"])
+    pointer = int.from_bytes(params[8 * spec["arg"] : 8 * spec["arg"] + 8], "little")
+    first = truth["faulting_lanes"][0]["effective_address"]
+    # WHEN the arguments are decoded
+    arguments = _site(path, nvdisasm).forensics.arguments
+    # THEN the nearest pointer is that argument, at the planted distance
+    assert arguments is not None and arguments.layout == ".nv.info"
+    assert arguments.nearest is not None
+    assert arguments.nearest.ordinal == spec["arg"]
+    assert arguments.nearest.value == pointer
+    assert arguments.nearest.distance == first - pointer
+    assert [a.ordinal for a in arguments.arguments] == list(range(len(arguments.arguments)))
+
+
+def test_a_dump_without_parameter_memory_says_so(nvdisasm):
+    forensics = _site(DUMPS / "oob_store_bare.nvcudmp", nvdisasm).forensics
+    assert forensics.arguments is None
+    assert any("no parameter memory" in note for note in forensics.notes)
+
+
+def test_misaligned_load_is_misaligned_by_four_bytes(nvdisasm):
+    site = _site(DUMPS / "misaligned_load.nvcudmp", nvdisasm)
+    assert site.forensics.access.width_bytes == 16
+    check = _check(site, "alignment")
+    assert check.verdict is False and check.excess_bytes == 4
+    assert "misaligned by 4 bytes for a 16-byte access" in check.message
+
+
+def test_shared_overflow_reports_how_far_past_the_window(nvdisasm):
+    # GIVEN the shared-memory size the builder gave the warp row, and the planted offsets
+    truth = truth_of(DUMPS / "shared_overflow.nvcudmp")
+    size = truth["faulting_lanes"][0]["shared_mem_size"]
+    worst = max(f["effective_address"] for f in truth["faulting_lanes"])
+    # WHEN the faulting STS is examined
+    check = _check(_site(DUMPS / "shared_overflow.nvcudmp", nvdisasm), "shared-size")
+    # THEN the overflow is the end of the widest access minus the window
+    assert check.verdict is False
+    assert check.excess_bytes == worst + 4 - size == 16
+    assert f"{size:,}-byte window" in check.message
+
+
+def test_shared_check_is_impossible_without_shared_mem_size(nvdisasm):
+    check = _check(_site(DUMPS / "shared_overflow.twin_r400.nvcudmp", nvdisasm), "shared-size")
+    assert check.verdict is None and "sharedMemSize" in check.message
+
+
+def test_lightweight_dump_cannot_judge_a_global_address(nvdisasm):
+    check = _check(_site(DUMPS / "oob_store.nvcudmp", nvdisasm), "global-segment")
+    assert check.verdict is None
+    assert "says nothing about the address being bad" in check.message
+
+
+def test_captured_memory_shows_the_address_is_outside_it(nvdisasm):
+    check = _check(_site(DUMPS / "oob_store_memory.nvcudmp", nvdisasm), "global-segment")
+    assert check.verdict is False and "5 of 5 addresses" in check.message
+
+
+def test_sm_level_fault_has_no_registers_and_says_so(nvdisasm):
+    forensics = _site(DUMPS / "sm_fault.nvcudmp", nvdisasm).forensics
+    assert forensics.lanes == ()
+    assert any("faulting warp is not in the dump" in note for note in forensics.notes)
+
+
+@pytest.mark.parametrize(
+    "name,code,words",
+    [
+        ("oob_store_stripped", "line-info-removed", "-lineinfo  -arch sm_90 -m 64"),
+        ("oob_store_nolineinfo_v8", "no-line-info", "compiled without -lineinfo"),
+        ("oob_store_nolineinfo", "no-line-info", "cannot be told"),
+    ],
+)
+def test_build_provenance_tells_how_line_info_went_missing(name, code, words, nvdisasm):
+    site = _site(DUMPS / f"{name}.nvcudmp", nvdisasm)
+    messages = {d.code: d.message for d in site.diagnoses}
+    assert words in messages[code]
+
+
+def test_analysis_reports_each_faulting_modules_build():
+    analysis = analyze_dump(
+        DUMPS / "oob_store_stripped.nvcudmp",
+        AnalyzeOptions(LocalizeOptions(disassemble=False), cuda_gdb=False),
+    )
+    (build,) = analysis.builds
+    assert build.kernels == ("_Z10oob_kernelPfif",)
+    assert build.toolkit is not None and build.toolkit.tool_name == "ptxas"
+    assert build.line_info == "line info removed after compilation (compiled with -lineinfo)"
+
+
+def test_census_counts_lanes_warps_ctas_and_coordinates(nvdisasm):
+    # GIVEN the faulting lanes the builder planted
+    path = DUMPS / "oob_store.nvcudmp"
+    lanes = truth_of(path)["faulting_lanes"]
+    # WHEN the fault sites are counted
+    (row,) = fault_census([_site(path, nvdisasm)])
+    # THEN the row holds every lane, in one warp of one block on one SM
+    assert (row.lanes, row.warps, row.ctas, row.sms, row.devices) == (len(lanes), 1, 1, 1, 1)
+    threads = [f["thread_idx"][0] for f in lanes]
+    assert row.threads is not None
+    assert (row.threads.low[0], row.threads.high[0]) == (min(threads), max(threads))
+    assert row.sm_ids == (lanes[0]["sm"],)
