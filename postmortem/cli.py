@@ -159,6 +159,9 @@ def _path_maps(
     type=click.FloatRange(min=1),
     help="Seconds each external tool may run.",
 )
+@click.option(
+    "-v", "--verbose", is_flag=True, help="List every faulting lane's address (text, md)."
+)
 @click.option("--debug", is_flag=True, help="Show the traceback of an error.")
 def analyze(
     core: Path,
@@ -173,6 +176,7 @@ def analyze(
     no_gdb: bool,
     cuda_gdb: Path | None,
     timeout: float,
+    verbose: bool,
     debug: bool,
 ) -> None:
     """Say where CORE faulted: kernel, SASS instruction, inline chain, source lines.
@@ -198,7 +202,7 @@ def analyze(
 
     def action() -> str:
         report = build_report(analyze_dump(core, options))
-        return render_report(report, fmt, color=color)
+        return render_report(report, fmt, color=color, verbose=verbose)
 
     text = _run(debug, action)
     if output is None:

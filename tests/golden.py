@@ -49,6 +49,9 @@ CASES = (
     Case("hang_spin", cuda_gdb=True),
     Case("midflight"),
     Case("oob_store_r615", cuda_gdb=True),
+    Case("shared_overflow"),
+    Case("oob_store_stripped"),
+    Case("two_devices_fault"),
 )
 
 

@@ -35,7 +35,8 @@ class CensusRow:
     devices: int
     blocks: CoordinateRange | None
     threads: CoordinateRange | None
-    sm_ids: tuple[int, ...]
+    sms_seen: tuple[tuple[int, int], ...]
+    """(device, SM) of every SM that reported the fault."""
 
 
 def fault_census(sites: Sequence[FaultSite]) -> tuple[CensusRow, ...]:
@@ -65,7 +66,7 @@ def _row(kernel: str | None, offset: int | None, faults: list[Fault]) -> CensusR
         len({f.device_index for f in faults}),
         _range([f.block_idx for f in faults if f.block_idx is not None]),
         _range([f.thread_idx for f in faults if f.thread_idx is not None]),
-        tuple(sorted({f.sm_id for f in faults})),
+        tuple(sorted({(f.device_index, f.sm_id) for f in faults})),
     )  # fmt: skip
 
 

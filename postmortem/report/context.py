@@ -20,11 +20,12 @@ from postmortem.analysis.hang import HangAnalysis
 from postmortem.analysis.state import KernelState
 from postmortem.demangle import demangle, without_parameters
 from postmortem.gdb.crosscheck import CrossCheck
-from postmortem.model import Dim3, Fault, describe_exception
+from postmortem.model import Fault
+from postmortem.report.forensics import builds_json, census_json, forensics_json
+from postmortem.report.values import Json, dim_or_none, exception_json, hex_or_none, kernel_json
 from postmortem.summary import DumpSummary
 
 SCHEMA = "postmortem.report/1"
-Json = dict[str, Any]
 
 
 def build_report(analysis: Analysis) -> Json:
@@ -44,6 +45,8 @@ def build_report(analysis: Analysis) -> Json:
         "modules": [_module(m) for m in summary.modules],
         "metadata": _metadata(summary),
         "hang": _hang(analysis.hang),
+        "census": census_json(analysis.census),
+        "builds": builds_json(analysis.builds),
         "crosscheck": _crosscheck(analysis.crosscheck, analysis.gdb_note),
         "provenance": _provenance(analysis),
     }
@@ -76,7 +79,7 @@ def _hang(hang: HangAnalysis | None) -> Json | None:
             {
                 "device": g.device_index,
                 "grid_id": g.grid_id,
-                "kernel": _kernel(g.kernel),
+                "kernel": kernel_json(g.kernel),
                 "offset_hex": f"0x{g.offset:04x}",
                 "warps": g.warps,
                 "lanes": g.lanes,
@@ -98,25 +101,6 @@ def _hang(hang: HangAnalysis | None) -> Json | None:
         ],
         "notes": list(hang.notes),
     }  # fmt: skip
-
-
-def _hex(value: int | None) -> str | None:
-    return None if value is None else f"0x{value:x}"
-
-
-def _dim(value: Dim3 | None) -> list[int] | None:
-    return None if value is None else list(value)
-
-
-def _kernel(mangled: str | None) -> Json | None:
-    if mangled is None:
-        return None
-    full = demangle(mangled)
-    return {"mangled": mangled, "demangled": full, "short": without_parameters(full)}
-
-
-def _exception(code: int | None) -> Json | None:
-    return None if code is None else {"code": code, "name": describe_exception(code)}
 
 
 def _dump(path: Path, summary: DumpSummary) -> Json:
@@ -168,10 +152,10 @@ def _coords(fault: Fault) -> Json:
         "device": fault.device_index,
         "sm": fault.sm_id,
         "grid_id": fault.grid_id,
-        "block": _dim(fault.block_idx),
+        "block": dim_or_none(fault.block_idx),
         "warp": fault.warp_id,
         "lane": fault.lane,
-        "thread": _dim(fault.thread_idx),
+        "thread": dim_or_none(fault.thread_idx),
     }
 
 
@@ -182,13 +166,13 @@ def _site(site: FaultSite) -> Json:
     if function is not None and site.offset is not None:
         location = f"{without_parameters(function.demangled)}+0x{site.offset:x}"
     return {
-        "exception": _exception(site.exception),
+        "exception": exception_json(site.exception),
         "error_pc": site.error_pc,
-        "error_pc_hex": _hex(site.error_pc),
-        "module_handle": _hex(site.module_handle),
-        "function": _kernel(function.name) if function else None,
+        "error_pc_hex": hex_or_none(site.error_pc),
+        "module_handle": hex_or_none(site.module_handle),
+        "function": kernel_json(function.name) if function else None,
         "offset": site.offset,
-        "offset_hex": _hex(site.offset),
+        "offset_hex": hex_or_none(site.offset),
         "location": location,
         "driver_says": next((f.detail for f in site.faults if f.detail), None),
         "census": {
@@ -217,6 +201,7 @@ def _site(site: FaultSite) -> Json:
             }
             for depth, q in enumerate(site.quoted)
         ],
+        "forensics": forensics_json(site.forensics),
         "diagnoses": [
             {"code": d.code, "severity": d.severity.value, "message": d.message, "remedy": d.remedy}
             for d in site.diagnoses
@@ -256,13 +241,13 @@ def _launch(launch: Any, sites: Sequence[FaultSite]) -> Json:
     return {
         "grid_id": grid.grid_id,
         "device": grid.device_index,
-        "kernel": _kernel(launch.kernel),
+        "kernel": kernel_json(launch.kernel),
         "grid_dim": list(grid.grid_dim),
         "block_dim": list(grid.block_dim),
-        "cluster_dim": _dim(grid.cluster_dim),
+        "cluster_dim": dim_or_none(grid.cluster_dim),
         "registers_per_thread": grid.num_regs,
-        "context_id": _hex(grid.context_id),
-        "module_handle": _hex(grid.module_handle),
+        "context_id": hex_or_none(grid.context_id),
+        "module_handle": hex_or_none(grid.module_handle),
         "origin": "GPU" if grid.origin == 1 else "CPU",
         "faulted": faulted,
     }
@@ -285,7 +270,7 @@ def _state(kernel: KernelState) -> Json:
     return {
         "device": kernel.device_index,
         "grid_id": kernel.grid_id,
-        "kernel": _kernel(kernel.kernel),
+        "kernel": kernel_json(kernel.kernel),
         "warps": kernel.warps,
         "lanes": kernel.lanes,
         "divergent_warps": kernel.divergent_warps,
@@ -304,8 +289,8 @@ def _state(kernel: KernelState) -> Json:
 def _module(module: Any) -> Json:
     image = module.module.relocated_image
     return {
-        "module_handle": _hex(module.module.module_handle),
-        "context_id": _hex(module.module.context_id),
+        "module_handle": hex_or_none(module.module.module_handle),
+        "context_id": hex_or_none(module.module.context_id),
         "device": module.module.device_index,
         "elf_abi_version": module.abi_version,
         "image_bytes": image.size_bytes if image else None,

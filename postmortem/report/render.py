@@ -72,9 +72,17 @@ def _environment(color: bool) -> jinja2.Environment:
     return env
 
 
-def render_report(report: dict[str, Any], fmt: str, *, color: bool = False) -> str:
-    """The report in `fmt` ("text", "md", "html" or "json"); `color` adds ANSI to text."""
+LANES_SHOWN = 8
+"""Lanes listed per fault site unless `verbose`."""
+
+
+def render_report(
+    report: dict[str, Any], fmt: str, *, color: bool = False, verbose: bool = False
+) -> str:
+    """The report in `fmt` ("text", "md", "html" or "json"); `color` adds ANSI to text;
+    `verbose` lists every faulting lane's address instead of the first few."""
     if fmt == "json":
         return json.dumps(report, indent=2, sort_keys=True) + "\n"
     template = _environment(color and fmt == "text").get_template(_TEMPLATES[fmt])
-    return template.render(report=report)
+    lanes_shown = 1 << 31 if verbose or fmt == "html" else LANES_SHOWN
+    return template.render(report=report, lanes_shown=lanes_shown)

@@ -34,8 +34,11 @@ def nvdisasm():
 
 
 def _site(path: Path, nvdisasm) -> FaultSite:
+    """The site on the device of the truth's fault (a dump may fault on several devices)."""
+    device = truth_of(path)["fault"]["device"]
     with open_coredump(path) as core:
-        (site,) = localize(core, LocalizeOptions(nvdisasm=nvdisasm))
+        sites = localize(core, LocalizeOptions(nvdisasm=nvdisasm))
+    site = next(s for s in sites if s.faults[0].device_index == device)
     assert site.forensics is not None
     return site
 
@@ -57,6 +60,7 @@ def test_each_lane_address_equals_the_planted_one(path: Path, nvdisasm):
     planted = {
         (f["device"], f["sm"], f["warp"], f["lane"]): f["effective_address"]
         for f in truth["faulting_lanes"]
+        if f["device"] == truth["fault"]["device"]
     }
     # WHEN the faulting instruction's address is computed from each lane's registers
     forensics = _site(path, nvdisasm).forensics
@@ -69,7 +73,8 @@ def test_each_lane_address_equals_the_planted_one(path: Path, nvdisasm):
 @pytest.mark.parametrize("path", ADDRESSED, ids=lambda p: p.name)
 def test_the_spread_follows_the_source_stride(path: Path, nvdisasm):
     truth = truth_of(path)
-    addresses = [f["effective_address"] for f in truth["faulting_lanes"]]
+    device = truth["fault"]["device"]
+    addresses = [f["effective_address"] for f in truth["faulting_lanes"] if f["device"] == device]
     spread = _site(path, nvdisasm).forensics.spread
     assert spread is not None
     assert (spread.minimum, spread.maximum) == (min(addresses), max(addresses))
@@ -189,4 +194,23 @@ def test_census_counts_lanes_warps_ctas_and_coordinates(nvdisasm):
     threads = [f["thread_idx"][0] for f in lanes]
     assert row.threads is not None
     assert (row.threads.low[0], row.threads.high[0]) == (min(threads), max(threads))
-    assert row.sm_ids == (lanes[0]["sm"],)
+    assert row.sms_seen == ((lanes[0]["device"], lanes[0]["sm"]),)
+
+
+def test_census_merges_one_instruction_faulting_on_two_devices(nvdisasm):
+    # GIVEN a two-GPU dump where both devices fault at the same kernel offset
+    path = DUMPS / "two_devices_fault.nvcudmp"
+    lanes = truth_of(path)["faulting_lanes"]
+    with open_coredump(path) as core:
+        sites = localize(core, LocalizeOptions(nvdisasm=nvdisasm))
+    # WHEN the sites are counted
+    rows = fault_census(sites)
+    # THEN the two sites (one per device) make one row over both devices
+    assert len(sites) == 2
+    (row,) = rows
+    assert (row.lanes, row.devices) == (len(lanes), 2)
+    assert row.sms_seen == tuple(sorted({(f["device"], f["sm"]) for f in lanes}))
+    blocks = [f["block_idx"] for f in lanes]
+    assert row.blocks is not None
+    assert row.blocks.low == tuple(min(b[i] for b in blocks) for i in range(3))
+    assert row.blocks.high == tuple(max(b[i] for b in blocks) for i in range(3))

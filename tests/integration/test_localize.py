@@ -38,8 +38,10 @@ def test_the_planted_instruction_and_chain_are_found(path: Path, nvdisasm):
     truth = truth_of(path)["fault"]
     with open_coredump(path) as core:
         sites = localize(core, LocalizeOptions(nvdisasm=nvdisasm))
-    assert len(sites) == 1
-    site = sites[0]
+    # One site per device with faulting lanes (the same kernel loads at other addresses).
+    devices = {f["device"] for f in truth_of(path)["faulting_lanes"]} or {truth["device"]}
+    assert len(sites) == len(devices)
+    site = next(s for s in sites if s.faults[0].device_index == truth["device"])
     assert site.function is not None
     assert (site.function.name, site.offset) == (truth["kernel"], truth["offset"])
     assert site.instruction is not None
@@ -62,7 +64,7 @@ def test_the_planted_instruction_and_chain_are_found(path: Path, nvdisasm):
 @pytest.mark.parametrize("path", PLANTED, ids=lambda p: p.name)
 def test_the_window_surrounds_the_fault(path: Path, nvdisasm):
     with open_coredump(path) as core:
-        (site,) = localize(core, LocalizeOptions(window=3, nvdisasm=nvdisasm))
+        site, *_ = localize(core, LocalizeOptions(window=3, nvdisasm=nvdisasm))
     offsets = [i.offset for i in site.window]
     assert site.offset in offsets
     assert offsets == sorted(offsets)

@@ -1,0 +1,156 @@
+"""The forensics, the fault census and the build provenance as plain report data."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from postmortem.analysis.arguments import KernelArgument, KernelArguments
+from postmortem.analysis.census import CensusRow, CoordinateRange
+from postmortem.analysis.forensics import Forensics
+from postmortem.analysis.provenance import BuildInfo
+from postmortem.report.values import Json, exception_json, hex_or_none, kernel_json
+
+
+def forensics_json(forensics: Forensics | None) -> Json | None:
+    """One site's forensics; None when there was no instruction to decode."""
+    if forensics is None:
+        return None
+    access = forensics.access
+    spread = forensics.spread
+    return {
+        "access": None
+        if access is None
+        else {
+            "space": access.space,
+            "kind": access.kind,
+            "width_bytes": access.width_bytes,
+            "operand": access.address.raw if access.address else None,
+        },
+        "formula": forensics.formula,
+        "lane_set": forensics.lane_set,
+        "lanes": [
+            {
+                "device": a.device_index,
+                "sm": a.sm_id,
+                "warp": a.warp_id,
+                "lane": a.lane,
+                "block": list(a.block_idx),
+                "thread": list(a.thread_idx),
+                "address": a.address,
+                "address_hex": hex_or_none(a.address),
+                "missing": list(a.missing),
+                "registers": [{"name": n, "value_hex": f"0x{v:x}"} for n, v in a.registers],
+            }
+            for a in forensics.lanes
+        ],  # fmt: skip
+        "spread": None
+        if spread is None
+        else {
+            "count": spread.count,
+            "min_hex": f"0x{spread.minimum:x}",
+            "max_hex": f"0x{spread.maximum:x}",
+            "span_bytes": spread.maximum - spread.minimum,
+            "distinct": spread.distinct,
+            "stride_bytes": spread.stride_bytes,
+            "irregular_lanes": [list(x) for x in spread.irregular_lanes],
+        },
+        "checks": [
+            {
+                "check": c.check,
+                "verdict": c.verdict,
+                "message": c.message,
+                "excess_bytes": c.excess_bytes,
+            }
+            for c in forensics.checks
+        ],  # fmt: skip
+        "arguments": _arguments(forensics.arguments),
+        "notes": list(forensics.notes),
+    }
+
+
+def _arguments(arguments: KernelArguments | None) -> Json | None:
+    if arguments is None:
+        return None
+    nearest = arguments.nearest
+    return {
+        "source": arguments.source,
+        "layout": arguments.layout,
+        "items": [_argument(a, a is nearest) for a in arguments.arguments],
+        "attribution": None if nearest is None else f"fault = {_attribution(nearest)}",
+    }
+
+
+def _argument(argument: KernelArgument, nearest: bool) -> Json:
+    return {
+        "name": _name(argument),
+        "offset": argument.offset,
+        "size_bytes": argument.size_bytes,
+        "value_hex": f"0x{argument.value:x}",
+        "pointer_like": argument.is_pointer_like,
+        "distance": argument.distance,
+        "relation": None if argument.distance is None else _attribution(argument),
+        "nearest": nearest,
+    }
+
+
+def _name(argument: KernelArgument) -> str:
+    if argument.ordinal is not None:
+        return f"arg{argument.ordinal}"
+    return f"slot {argument.offset // 8}"
+
+
+def _attribution(argument: KernelArgument) -> str:
+    distance = argument.distance or 0
+    sign = "-" if distance < 0 else "+"
+    return f"{_name(argument)} {sign} 0x{abs(distance):x}"
+
+
+def census_json(rows: Sequence[CensusRow]) -> list[Json]:
+    """The fault census, one entry per kernel and offset."""
+    return [
+        {
+            "kernel": kernel_json(row.kernel),
+            "offset_hex": hex_or_none(row.offset),
+            "exceptions": [exception_json(c) for c in row.exceptions],
+            "records": len(row.faults),
+            "lanes": row.lanes,
+            "warps": row.warps,
+            "ctas": row.ctas,
+            "sms": row.sms,
+            "devices": row.devices,
+            "blocks": _range(row.blocks),
+            "threads": _range(row.threads),
+            "sms_seen": [list(x) for x in row.sms_seen],
+        }  # fmt: skip
+        for row in rows
+    ]
+
+
+def builds_json(builds: Sequence[BuildInfo]) -> list[Json]:
+    """How each module that matters was built."""
+    found = []
+    for build in builds:
+        toolkit = build.toolkit
+        found.append(
+            {
+                "module_handle": f"0x{build.module_handle:x}",
+                "kernels": [kernel_json(k) for k in build.kernels],
+                "elf_abi_version": build.abi_version,
+                "sm_arch": f"sm_{build.sm_arch}",
+                "tool": toolkit.tool_name if toolkit else None,
+                "tool_version": toolkit.tool_version if toolkit else None,
+                "build_id": toolkit.tool_branch if toolkit else None,
+                "options": toolkit.options.strip() if toolkit and toolkit.options else None,
+                "cuda_version": ".".join(map(str, toolkit.cuda_version))
+                if toolkit and toolkit.cuda_version
+                else None,
+                "device_debug": toolkit.has_device_debug if toolkit else None,
+                "has_line_info": build.has_line_info,
+                "line_info": build.line_info,
+            }
+        )
+    return found
+
+
+def _range(box: CoordinateRange | None) -> Json | None:
+    return None if box is None else {"low": list(box.low), "high": list(box.high)}

@@ -1,0 +1,33 @@
+"""How report data spells the values every section shares: addresses, kernels, exceptions."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from postmortem.demangle import demangle, without_parameters
+from postmortem.model import Dim3, describe_exception
+
+Json = dict[str, Any]
+
+
+def hex_or_none(value: int | None) -> str | None:
+    """``0x1f``, or None."""
+    return None if value is None else f"0x{value:x}"
+
+
+def dim_or_none(value: Dim3 | None) -> list[int] | None:
+    """A 3-D coordinate as a list, or None."""
+    return None if value is None else list(value)
+
+
+def kernel_json(mangled: str | None) -> Json | None:
+    """A kernel's mangled, demangled and short (parameters dropped) names."""
+    if mangled is None:
+        return None
+    full = demangle(mangled)
+    return {"mangled": mangled, "demangled": full, "short": without_parameters(full)}
+
+
+def exception_json(code: int | None) -> Json | None:
+    """An exception code with its name."""
+    return None if code is None else {"code": code, "name": describe_exception(code)}
