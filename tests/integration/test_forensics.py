@@ -109,6 +109,11 @@ def test_the_address_is_attributed_to_the_argument_it_came_from(path: Path, nvdi
     assert [a.ordinal for a in arguments.arguments] == list(range(len(arguments.arguments)))
 
 
+def test_arguments_come_from_constant_bank_zero_without_a_param_section(nvdisasm):
+    arguments = _site(DUMPS / "oob_store_cbank.nvcudmp", nvdisasm).forensics.arguments
+    assert arguments is not None and arguments.source == "constant bank 0"
+
+
 def test_a_dump_without_parameter_memory_says_so(nvdisasm):
     forensics = _site(DUMPS / "oob_store_bare.nvcudmp", nvdisasm).forensics
     assert forensics.arguments is None
