@@ -39,11 +39,17 @@ class AddressCheck:
 def check_addresses(
     core: Coredump, access: MemoryAccess, faults: Sequence[Fault], addresses: Sequence[int]
 ) -> tuple[AddressCheck, ...]:
-    """Every check that applies to the access's memory space, plus alignment."""
+    """Every check that applies to the access's memory space, plus alignment.
+
+    `addresses` are what the lanes computed: offsets into the window for shared and local
+    accesses, virtual addresses for global and generic ones.
+    """
     if not addresses:
         return ()
     checks: list[AddressCheck] = []
-    if access.space in ("global", "generic"):
+    if access.space == "generic":
+        checks.extend(_generic_checks(core, access, faults, addresses))
+    elif access.space == "global":
         checks.append(_global_check(core, addresses))
     elif access.space == "shared":
         checks.append(_shared_check(core, faults, addresses, access.width_bytes or 1))
@@ -54,6 +60,41 @@ def check_addresses(
     if alignment is not None:
         checks.append(alignment)
     return tuple(checks)
+
+
+def _generic_checks(
+    core: Coredump, access: MemoryAccess, faults: Sequence[Fault], addresses: Sequence[int]
+) -> list[AddressCheck]:
+    """A generic address may point into the context's shared or local window: then it is
+    checked as a shared or local offset, else as a global address."""
+    windows = _windows(core, faults)
+    if windows is None:
+        return [_global_check(core, addresses)]
+    shared_base, local_base = windows
+    width = access.width_bytes or 1
+    span = local_base - shared_base
+    shared = [a - shared_base for a in addresses if shared_base <= a < local_base]
+    local = [a - local_base for a in addresses if local_base <= a < local_base + span]
+    rest = [a for a in addresses if not (shared_base <= a < local_base + span)]
+    checks = []
+    if shared:
+        checks.append(_shared_check(core, faults, shared, width))
+    if local:
+        checks.append(_local_check(core, faults, local, width))
+    if rest:
+        checks.append(_global_check(core, rest))
+    return checks
+
+
+def _windows(core: Coredump, faults: Sequence[Fault]) -> tuple[int, int] | None:
+    """The shared and local window bases of the faulting device's context, when the local
+    window follows the shared one (as the driver lays them out)."""
+    devices = {f.device_index for f in faults}
+    for context in core.contexts():
+        if context.device_index in devices:
+            shared, local = context.shared_window_base, context.local_window_base
+            return (shared, local) if 0 < shared < local else None
+    return None
 
 
 def _flags(core: Coredump) -> int:

@@ -16,6 +16,10 @@ from postmortem import open_coredump
 from postmortem.analysis.analyze import AnalyzeOptions, analyze_dump
 from postmortem.analysis.census import fault_census
 from postmortem.analysis.fault import FaultSite, LocalizeOptions, localize
+from postmortem.analysis.region import check_addresses
+from postmortem.coredump import find_faults
+from postmortem.cubin.operands import decode_access
+from postmortem.cubin.sass import parse_sass
 from tests.conftest import DUMPS, dump_paths, truth_of
 from tests.tooling import require_tool
 
@@ -219,3 +223,24 @@ def test_census_merges_one_instruction_faulting_on_two_devices(nvdisasm):
     assert row.blocks is not None
     assert row.blocks.low == tuple(min(b[i] for b in blocks) for i in range(3))
     assert row.blocks.high == tuple(max(b[i] for b in blocks) for i in range(3))
+
+
+@pytest.mark.parametrize(
+    "window,offset,check,verdict",
+    [("shared", 0x10, "shared-size", None), ("local", 0x20, "local-size", None)],
+)
+def test_a_generic_address_in_a_window_is_checked_as_that_space(window, offset, check, verdict):
+    # GIVEN a generic store whose address lies in the context's shared or local window
+    (instruction,) = parse_sass(
+        "        /*0000*/                   ST.E [R2.64], R5 ;\n"
+    ).instructions
+    access = decode_access(instruction)
+    assert access is not None and access.space == "generic"
+    with open_coredump(DUMPS / "oob_store.nvcudmp") as core:
+        (context,) = core.contexts()
+        base = {"shared": context.shared_window_base, "local": context.local_window_base}
+        faults = find_faults(core)
+        # WHEN it is checked
+        checks = check_addresses(core, access, faults, [base[window] + offset])
+    # THEN it is judged as a shared or local offset (this dump has neither size), not global
+    assert [(c.check, c.verdict) for c in checks] == [(check, verdict)]
