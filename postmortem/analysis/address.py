@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from postmortem.coredump import Coredump
 from postmortem.cubin.operands import MemoryAccess, effective_address
-from postmortem.model import Dim3, Fault, Lane, Warp
+from postmortem.model import Dim3, Fault, Lane, RowRef, Warp
 
 # R255 and UR63 read as zero: nvdisasm prints them RZ/URZ, but a decoded register number can
 # still name them.
@@ -64,12 +64,12 @@ def lane_addresses(
         else:
             warp_level = True
             pairs.extend(_active_lanes_at(core, fault.warp_record, fault.error_pc))
-    uniforms: dict[Warp, tuple[int, ...] | None] = {}
+    uniforms: dict[RowRef, tuple[int, ...] | None] = {}  # read once per warp
     result = []
     for warp, lane in pairs:
-        if warp not in uniforms:
-            uniforms[warp] = core.uniform_registers(warp)
-        result.append(_lane_address(access, warp, lane, core.registers(lane), uniforms[warp]))
+        if warp.ref not in uniforms:
+            uniforms[warp.ref] = core.uniform_registers(warp)
+        result.append(_lane_address(access, lane, core.registers(lane), uniforms[warp.ref]))
     which = "active lanes at the error PC" if warp_level else "faulting lanes"
     return tuple(result), which
 
@@ -82,7 +82,6 @@ def _active_lanes_at(core: Coredump, warp: Warp, pc: int | None) -> Iterable[tup
 
 def _lane_address(
     access: MemoryAccess,
-    warp: Warp,
     lane: Lane,
     registers: tuple[int, ...] | None,
     uniforms: tuple[int, ...] | None,

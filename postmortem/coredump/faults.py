@@ -94,12 +94,12 @@ def find_faults(core: Coredump, code_map: CodeMap | None = None) -> tuple[Fault,
     """Every fault the dump records, lane faults first-class, sorted by location."""
     code_map = code_map or CodeMap(core)
     faults: list[Fault] = []
-    warps_with_lane_faults: set[RowRef] = set()
+    # Each faulting warp is decoded once, however many of its lanes fault.
+    warps: dict[RowRef, Warp] = {}
     for ref in core.tables.nonzero_rows(t.LN_TABLE, "exception"):
         warp_ref = core.tables.parent_of(ref.section)
-        warp = _warp_at(core, warp_ref)
+        warp = warps.get(warp_ref) or warps.setdefault(warp_ref, _warp_at(core, warp_ref))
         lane = make_lane(core.tables.rows(ref.section, t.LN_TABLE)[ref.row], warp, ref)
-        warps_with_lane_faults.add(warp_ref)
         pc = warp.error_pc if warp.error_pc is not None else lane.virtual_pc
         faults.append(
             Fault(
@@ -109,7 +109,7 @@ def find_faults(core: Coredump, code_map: CodeMap | None = None) -> tuple[Fault,
                 warp_record=warp, lane_record=lane,
             )
         )  # fmt: skip
-    faults.extend(_warp_faults(core, code_map, warps_with_lane_faults))
+    faults.extend(_warp_faults(core, code_map, set(warps)))
     faulted_sms = {(f.device_index, f.sm_id) for f in faults}
     faults.extend(_sm_faults(core, code_map, faulted_sms))
     return tuple(sorted(faults, key=_order))
