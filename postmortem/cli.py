@@ -160,7 +160,10 @@ def _path_maps(
     help="Seconds each external tool may run.",
 )
 @click.option(
-    "-v", "--verbose", is_flag=True, help="List every faulting lane's address (text, md)."
+    "-v",
+    "--verbose",
+    is_flag=True,
+    help="List every faulting lane's address (else the first 8 in text, 32 in md, 1024 in html).",
 )
 @click.option("--debug", is_flag=True, help="Show the traceback of an error.")
 def analyze(

@@ -72,8 +72,8 @@ def _environment(color: bool) -> jinja2.Environment:
     return env
 
 
-LANES_SHOWN = 8
-"""Lanes listed per fault site unless `verbose`."""
+LANES_SHOWN = {"text": 8, "md": 32, "html": 1024}
+"""Lane addresses listed per fault site unless `verbose` (a grid-wide fault has thousands)."""
 
 
 def render_report(
@@ -84,5 +84,5 @@ def render_report(
     if fmt == "json":
         return json.dumps(report, indent=2, sort_keys=True) + "\n"
     template = _environment(color and fmt == "text").get_template(_TEMPLATES[fmt])
-    lanes_shown = 1 << 31 if verbose or fmt == "html" else LANES_SHOWN
+    lanes_shown = 1 << 31 if verbose else LANES_SHOWN[fmt]
     return template.render(report=report, lanes_shown=lanes_shown)

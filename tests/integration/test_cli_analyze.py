@@ -131,3 +131,23 @@ def test_a_hang_dump_is_analyzed_as_a_hang_and_the_mode_can_be_forced():
     assert "where every warp is stuck" in forced.stdout
     plain = analyze(DUMPS / "oob_store.nvcudmp", "--no-gdb", "--mode", "fault")
     assert "where every warp is stuck" not in plain.stdout
+
+
+def test_verbose_lists_every_faulting_lane(tmp_path):
+    # GIVEN a dump where every lane of 3 warps faults (96 lanes, more than text shows)
+    require_tool("nvdisasm")
+    sys.path.insert(0, str(FIXTURES / "builder"))
+    from large import write_large_dump
+
+    dump = write_large_dump(tmp_path / "wide.nvcudmp", lanes=2048, global_bytes=4096,
+                            faulting_warps=3)  # fmt: skip
+    # WHEN it is analyzed with and without -v
+    brief = analyze(dump.path, "--no-gdb")
+    full = analyze(dump.path, "--no-gdb", "-v")
+    # THEN the brief report lists 8 lanes and says how many more; -v lists all 96
+    assert brief.returncode == 0 and full.returncode == 0, brief.stderr + full.stderr
+    listed = [line for line in brief.stdout.splitlines() if line.startswith("    block (")]
+    assert len(listed) == 8
+    assert "... and 88 more lanes (-v shows all)" in brief.stdout
+    assert len([ln for ln in full.stdout.splitlines() if ln.startswith("    block (")]) == 96
+    assert "96 faulting lanes" in full.stdout
