@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+import struct
 from collections.abc import Sequence
 
 from postmortem.analysis.arguments import KernelArgument, KernelArguments
@@ -81,6 +83,7 @@ def _arguments(arguments: KernelArguments | None) -> Json | None:
 
 
 def _argument(argument: KernelArgument, nearest: bool) -> Json:
+    as_int, as_float = _numbers(argument)
     return {
         "name": _name(argument),
         "offset": argument.offset,
@@ -90,7 +93,21 @@ def _argument(argument: KernelArgument, nearest: bool) -> Json:
         "distance": argument.distance,
         "relation": None if argument.distance is None else _attribution(argument),
         "nearest": nearest,
+        "as_int": as_int,
+        "as_float": as_float,
     }
+
+
+def _numbers(argument: KernelArgument) -> tuple[int | None, float | None]:
+    """A 4- or 8-byte non-pointer read as a signed integer and as an IEEE float: the types
+    are not recorded, so both readings are offered."""
+    if argument.is_pointer_like or argument.size_bytes not in (4, 8):
+        return None, None
+    size = argument.size_bytes
+    raw = argument.value.to_bytes(8, "little")[:size]
+    as_int = int.from_bytes(raw, "little", signed=True)
+    (as_float,) = struct.unpack("<f" if size == 4 else "<d", raw)
+    return as_int, as_float if math.isfinite(as_float) else None
 
 
 def _name(argument: KernelArgument) -> str:
