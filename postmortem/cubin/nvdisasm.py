@@ -8,6 +8,7 @@ localizing a fault fast on a cubin of hundreds of kernels (see bench/bench_local
 
 from __future__ import annotations
 
+import hashlib
 import os
 import tempfile
 from dataclasses import dataclass
@@ -18,13 +19,16 @@ from postmortem.errors import ToolFailed
 from postmortem.toolrun import run_tool
 from postmortem.tools import find_tool, tool_version
 
-__all__ = ["Disassembly", "build_nvdisasm_argv", "disassemble"]
+__all__ = ["Disassembly", "build_nvdisasm_argv", "disassemble", "enable_memo"]
 
 _TOOL = "nvdisasm"
 # -ndf: no dataflow analysis (slow, and only adds comments); -c: code sections only;
 # -gi: source lines with the inline chain (from .debug_line; nothing without -lineinfo).
 _FLAGS = ("-ndf", "-c", "-gi")
 _CUBIN_NAME = "module.cubin"
+# (cubin digest, symbol index, nvdisasm path) -> Disassembly; None while memoization is off.
+_MEMO: dict[tuple[bytes, int | None, str], Disassembly] | None = None
+_MEMO_MAX = 256
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,6 +97,9 @@ def disassemble(
         ToolFailed: nvdisasm exited non-zero or timed out, or `symbol_index` named no function.
     """
     tool = find_tool(_TOOL, nvdisasm)
+    key = (hashlib.blake2b(cubin, digest_size=16).digest(), symbol_index, os.fspath(tool))
+    if _MEMO is not None and key in _MEMO:
+        return _MEMO[key]
     version = tool_version(tool)
     with tempfile.TemporaryDirectory(prefix="postmortem-nvdisasm-") as scratch:
         path = Path(scratch) / _CUBIN_NAME
@@ -106,13 +113,28 @@ def disassemble(
         # nvdisasm exits 0 and prints no code when -fun names a symbol that is not a function.
         detail = f"symbol index {symbol_index} names no function; nothing was disassembled"
         raise ToolFailed(_TOOL, run.argv, run.returncode, detail)
-    return Disassembly(
+    result = Disassembly(
         listing=listing,
         tool_version=version,
         argv=run.argv,
         seconds=run.seconds,
         stderr=run.stderr,
     )
+    if _MEMO is not None:
+        if len(_MEMO) >= _MEMO_MAX:
+            _MEMO.pop(next(iter(_MEMO)))
+        _MEMO[key] = result
+    return result
+
+
+def enable_memo(enabled: bool = True) -> None:
+    """Remember disassemblies by cubin content and function for the rest of this process.
+
+    A fleet's dumps often carry identical cubins; a scan worker turns this on so that each
+    (cubin, function) is disassembled once per worker. Off by default.
+    """
+    global _MEMO
+    _MEMO = {} if enabled else None
 
 
 def _first_message(output: str, cubin_path: str) -> str:
