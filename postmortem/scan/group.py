@@ -23,6 +23,8 @@ class Group:
 
     signature: Signature
     """The signature (of the group's earliest dump; every member's key is the same)."""
+    kernel: str | None
+    """The kernel's full demangled name, from the earliest dump."""
     count: int
     first_seen: float
     """Unix seconds: the earliest member's time."""
@@ -78,6 +80,7 @@ def _group(rows: list[DumpRow]) -> Group:
     hosts = Counter(row.host for row in rows if row.host)
     return Group(
         signature=first.signature,
+        kernel=first.kernel,
         count=len(rows),
         first_seen=min(times),
         last_seen=max(times),

@@ -78,7 +78,8 @@ def group_view(group: Group, rank: int, base: Path | None) -> dict[str, Any]:
     sig = signature_view(group.signature)
     return {
         "type": "group", "rank": rank, "id": group.signature.id, "count": group.count,
-        "signature": sig, "first_seen": group.first_seen, "last_seen": group.last_seen,
+        "signature": sig, "kernel": group.kernel, "first_seen": group.first_seen,
+        "last_seen": group.last_seen,
         "first_seen_iso": iso_time(group.first_seen), "last_seen_iso": iso_time(group.last_seen),
         "hosts": [{"host": host, "count": count} for host, count in group.hosts],
         "pids": list(group.pids), "driver_versions": list(group.driver_versions),

@@ -102,7 +102,9 @@ class WorkerPool:
 
     def _step(self, pending: deque[Path], on_row: Callable[[DumpRow], None]) -> None:
         busy = {slot.conn: slot for slot in self._slots if slot.task is not None}
-        for conn in wait(list(busy), timeout=_TICK_S):
+        first_deadline = min(slot.started for slot in busy.values()) + self._timeout_s
+        tick = min(_TICK_S, max(first_deadline - time.monotonic(), 0.0))
+        for conn in wait(list(busy), timeout=tick):
             slot = busy[conn]  # type: ignore[index]
             try:
                 row: DumpRow = slot.conn.recv()

@@ -72,7 +72,8 @@ def settings_key(work: WorkOptions) -> str:
         [(m.old, m.new) for m in localize.path_maps], [str(d) for d in localize.source_dirs],
         localize.disassemble, str(localize.nvdisasm), work.analyze.cuda_gdb,
         str(work.analyze.cuda_gdb_path), list(work.name_patterns),
-        str(work.reports_dir) if work.reports_dir else None, work.report_format,
+        str(work.reports_dir) if work.reports_dir else None,
+        work.report_format if work.reports_dir else None,
     ]  # fmt: skip
     return hashlib.sha256(json.dumps(settings).encode()).hexdigest()[:16]
 
