@@ -13,5 +13,5 @@ fixtures: ## recompile the fixture cubins and rebuild the fixture dumps
 	.venv/bin/python fixtures/builder/build_cubins.py && .venv/bin/python fixtures/builder/build_dumps.py
 golden: ## regenerate the golden reports in tests/golden (review the diff)
 	.venv/bin/python -m tests.golden
-bench: ## reader on a 4 GiB, 100,000-lane dump vs a small one; one kernel vs a whole 500-kernel cubin
-	.venv/bin/python bench/bench_open.py && .venv/bin/python bench/bench_localize.py && .venv/bin/python bench/bench_gdb.py
+bench: ## reader on a 4 GiB, 100,000-lane dump vs a small one; one kernel vs a whole 500-kernel cubin; scan of 1,000 dumps
+	.venv/bin/python bench/bench_open.py && .venv/bin/python bench/bench_localize.py && .venv/bin/python bench/bench_gdb.py && .venv/bin/python bench/bench_scan.py

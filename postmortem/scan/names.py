@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 DEFAULT_PATTERNS = ("core_%t_%h_%p.nvcudmp", "%h.%p.%t", "%h.%p.%t.nvcudmp", "%h_%p_%t")
 # %t must be a plausible Unix time: 2001-09-09 .. 2286-11-20 (ten digits)
@@ -30,6 +31,7 @@ class NameFacts:
     """The pattern that matched; None when none did."""
 
 
+@lru_cache(maxsize=64)
 def compile_pattern(pattern: str) -> re.Pattern[str]:
     """A `CUDA_COREDUMP_FILE` pattern as a regular expression over a file name.
 
