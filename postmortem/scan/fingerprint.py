@@ -1,10 +1,11 @@
 """A cheap content fingerprint of a dump: what the scan cache is keyed by, with path, size, mtime.
 
-The hash covers the ELF header, every section header and the bytes of the tables (devices,
-contexts, modules, grids, SMs, CTAs, warps, lanes, metadata), which is what a signature is
-computed from, never the memory or register sections, so a dump with gigabytes of memory
-costs only its tables. A gzip file is fingerprinted by its trailer (CRC-32 and size of the
-uncompressed data) and its first bytes, without decompressing it. A file whose headers
+A dump of up to 8 MiB is hashed whole (one read is cheaper than many small ones). For a
+larger one the hash covers the ELF header, every section header and the bytes of the tables
+(devices, contexts, modules, grids, SMs, CTAs, warps, lanes, metadata), which is what a
+signature is computed from, never the memory or register sections, so a dump with gigabytes
+of memory costs only its tables. A gzip file is fingerprinted by its trailer (CRC-32 and size
+of the uncompressed data) and its first bytes, without decompressing it. A file whose headers
 cannot be parsed is fingerprinted by its first and last 64 KiB: broken dumps are cached too.
 """
 
@@ -27,11 +28,14 @@ _TABLE_TYPES = np.array(
     dtype=np.uint32,
 )  # fmt: skip
 _EDGE = 64 * 1024
+_WHOLE = 8 << 20
 _MAX_SECTIONS = 1 << 24
 
 
-def fingerprint(path: Path) -> str:
+def fingerprint(path: Path, whole_below: int = _WHOLE) -> str:
     """A hex digest of the parts of the dump at `path` a scan result depends on.
+
+    A file of at most `whole_below` bytes is hashed whole.
 
     Raises:
         OSError: The file cannot be read.
@@ -41,7 +45,9 @@ def fingerprint(path: Path) -> str:
         head = file.read(_EDGE)
         digest = hashlib.blake2b(digest_size=16)
         digest.update(size.to_bytes(8, "little"))
-        if head[:2] == b"\x1f\x8b" and size >= 18:
+        if size <= whole_below:
+            digest.update(b"whole" + head + file.read())
+        elif head[:2] == b"\x1f\x8b":
             file.seek(size - 8)
             digest.update(b"gzip" + head[:4096] + file.read(8))
         elif not _tables(file, head, size, digest):

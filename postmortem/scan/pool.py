@@ -22,7 +22,8 @@ from multiprocessing.process import BaseProcess
 from pathlib import Path
 from typing import Any
 
-from postmortem.cubin.nvdisasm import enable_memo
+from postmortem.cubin.nvdisasm import set_store
+from postmortem.scan.disasm_store import ScanDisassemblyStore
 from postmortem.scan.row import STATUS_CRASHED, STATUS_TIMEOUT, DumpRow, error_row
 from postmortem.scan.worker import WorkOptions, scan_dump
 
@@ -43,10 +44,10 @@ def _context() -> Any:
     return multiprocessing.get_context("fork" if "fork" in methods else "spawn")
 
 
-def _worker_main(conn: Connection, options: WorkOptions, memo: bool) -> None:
+def _worker_main(conn: Connection, options: WorkOptions, memo: Path | bool) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    if memo:
-        enable_memo()
+    if memo is not False:
+        set_store(ScanDisassemblyStore(memo if isinstance(memo, Path) else None))
     while True:
         try:
             path = conn.recv()
@@ -58,10 +59,14 @@ def _worker_main(conn: Connection, options: WorkOptions, memo: bool) -> None:
 
 
 class WorkerPool:
-    """`jobs` worker processes scanning dumps with `options`, `timeout_s` seconds each at most."""
+    """`jobs` worker processes scanning dumps with `options`, `timeout_s` seconds each at most.
+
+    `memo`: a directory to share disassemblies through, True to remember them in each
+    worker only, False not to remember them.
+    """
 
     def __init__(
-        self, jobs: int, options: WorkOptions, timeout_s: float, *, memo: bool = True
+        self, jobs: int, options: WorkOptions, timeout_s: float, *, memo: Path | bool = True
     ) -> None:
         self._jobs = max(jobs, 1)
         self._options = options

@@ -39,7 +39,8 @@ class ScanOptions:
     cache_path: Path | None = None
     """The cache file; None: no cache (`--no-cache`)."""
     memo: bool = True
-    """Disassemble each (cubin, function) once per worker."""
+    """Disassemble each (cubin, function) once: shared through a directory beside the cache
+    (``<cache>.disasm``), or once per worker without a cache; False: once per dump."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,7 +92,7 @@ def run_scan(
     interrupted = False
     try:
         fresh = _from_cache(todo, cache, options.work, rows, state)
-        pool = WorkerPool(options.jobs, options.work, options.timeout_s, memo=options.memo)
+        pool = WorkerPool(options.jobs, options.work, options.timeout_s, memo=_memo(options))
         pool.run(fresh, lambda row: _arrived(row, cache, options.work, rows, state))
     except KeyboardInterrupt:
         interrupted = True
@@ -107,6 +108,12 @@ def run_scan(
         left_out=len(candidates) - len(todo) + len(rows) - len(kept), interrupted=interrupted,
         seconds=time.monotonic() - started, cache_hits=hits,
     )  # fmt: skip
+
+
+def _memo(options: ScanOptions) -> Path | bool:
+    if options.memo and options.cache_path is not None:
+        return options.cache_path.with_name(options.cache_path.name + ".disasm")
+    return options.memo
 
 
 def _before_since(path: Path, since: float | None) -> bool:
