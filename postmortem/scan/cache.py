@@ -82,11 +82,13 @@ class ScanCache:
         self.hits += 1
         return row
 
-    def put(self, settings: str, size: int, mtime_ns: int, print_: str, row: DumpRow) -> None:
-        """Store `row` for its path (committed by `commit` or on close)."""
+    def put(
+        self, path: str, settings: str, size: int, mtime_ns: int, print_: str, row: DumpRow
+    ) -> None:
+        """Store `row` for `path` (committed by `commit` or on close)."""
         self._db.execute(
             "insert or replace into rows values (?, ?, ?, ?, ?, ?)",
-            (row.path, settings, size, mtime_ns, print_, json.dumps(row_to_dict(row))),
+            (path, settings, size, mtime_ns, print_, json.dumps(row_to_dict(row))),
         )
 
     def commit(self) -> None:

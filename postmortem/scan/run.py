@@ -19,7 +19,7 @@ from postmortem.scan.group import CoarseGroup, Group, coarse_groups, group_rows
 from postmortem.scan.names import parse_name
 from postmortem.scan.pool import WorkerPool
 from postmortem.scan.row import STATUS_ERROR, STATUS_OK, DumpRow, error_row
-from postmortem.scan.worker import WorkOptions, report_path, with_names
+from postmortem.scan.worker import REPORT_FAILED, WorkOptions, report_path, with_names
 
 Progress = Callable[[int, int, int], None]
 """Called as rows arrive with (dumps done, errors so far, dumps to do)."""
@@ -165,13 +165,19 @@ def _from_cache(
             state.add(rows[-1])
             continue
         key = _cache_key(candidate.path) if cache else None
-        hit = cache.get(str(candidate.path), settings, *key) if cache and key else None
+        hit = cache.get(_cache_path(candidate.path), settings, *key) if cache and key else None
+        if hit is not None:  # the path as given this time, however it was spelled before
+            hit = replace(hit, path=str(candidate.path), cached=True)
         if hit is not None and _report_present(hit, work):
-            rows.append(replace(hit, cached=True))
+            rows.append(hit)
             state.add(hit)
         else:
             fresh.append(candidate.path)
     return fresh
+
+
+def _cache_path(path: str | Path) -> str:
+    return os.path.abspath(path)
 
 
 def _report_present(row: DumpRow, work: WorkOptions) -> bool:
@@ -187,7 +193,12 @@ def _arrived(
     row = with_names(row, parse_name(Path(row.path).name, work.name_patterns))
     rows.append(row)
     state.add(row)
-    if cache is not None and row.status in (STATUS_OK, STATUS_ERROR):
-        key = _cache_key(Path(row.path))
-        if key is not None:
-            cache.put(settings_key(work), *key, row)
+    if cache is None or row.status not in (STATUS_OK, STATUS_ERROR):
+        return
+    if row.error and row.error.startswith(REPORT_FAILED):
+        return
+    key = _cache_key(Path(row.path))
+    if key is not None:
+        cache.put(_cache_path(row.path), settings_key(work), *key, row)
+    if state.done % 100 == 0:
+        cache.commit()

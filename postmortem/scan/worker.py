@@ -27,6 +27,9 @@ from postmortem.scan.names import DEFAULT_PATTERNS, NameFacts, parse_name
 from postmortem.scan.row import STATUS_ERROR, DumpRow, error_row
 
 REPORT_SUFFIXES = {"text": "txt", "md": "md", "html": "html", "json": "json"}
+REPORT_FAILED = "cannot write its report"
+"""How the error of a row whose dump was read but whose report could not be written starts;
+such rows are not cached, so the next scan tries again."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,11 +64,7 @@ def scan_dump(path: Path, options: WorkOptions) -> DumpRow:
         return with_names(error_row(str(path), 0, 0.0, STATUS_ERROR, _oneline(error)), names)
     try:
         analysis = analyze_dump(path, options.analyze)
-        row = _row(path, analysis, info, names, options)
-        report = report_path(str(path), options)
-        if report is not None:
-            _write_report(analysis, report, options.report_format)
-            row = replace(row, report=str(report))
+        row = _with_report(_row(path, analysis, info, names, options), analysis, options)
     except PostmortemError as error:
         message = _oneline(error)
         row = error_row(str(path), info.st_size, info.st_mtime, STATUS_ERROR, message)
@@ -73,6 +72,18 @@ def scan_dump(path: Path, options: WorkOptions) -> DumpRow:
         message = f"internal error: {type(error).__name__}: {_oneline(error)}"
         row = error_row(str(path), info.st_size, info.st_mtime, STATUS_ERROR, message)
     return replace(with_names(row, names), seconds=round(time.monotonic() - started, 4))
+
+
+def _with_report(row: DumpRow, analysis: Analysis, options: WorkOptions) -> DumpRow:
+    target = report_path(row.path, options)
+    if target is None:
+        return row
+    try:
+        _write_report(analysis, target, options.report_format)
+    except OSError as error:  # the dump was read; only its report is missing
+        message = f"{REPORT_FAILED} {target}: {error.strerror or error}"
+        return error_row(row.path, row.size_bytes, row.mtime, STATUS_ERROR, message)
+    return replace(row, report=str(target))
 
 
 def _row(

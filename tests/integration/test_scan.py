@@ -23,7 +23,7 @@ from postmortem.coredump.elf import SHDR_DTYPE
 from postmortem.coredump.tables import DEV_TABLE
 from postmortem.scan.index import build_index, render_index
 from postmortem.scan.run import ScanOptions, run_scan
-from postmortem.scan.worker import WorkOptions
+from postmortem.scan.worker import WorkOptions, report_path
 from tests.conftest import dump_paths, truth_of
 from tests.tooling import REPO, require_tool
 
@@ -349,3 +349,46 @@ def test_library_scan_groups_identical_dumps(tmp_path):
     assert "3 dumps  Warp Illegal Address in oob_kernel+0xd0" in render_index(
         build_index(result), "text"
     )
+
+
+def test_a_report_that_cannot_be_written_is_an_error_row_not_cached(tmp_path):
+    require_tool("nvdisasm")
+    root, reports, cache = tmp_path / "dumps", tmp_path / "reports", tmp_path / "c.sqlite"
+    root.mkdir()
+    shutil.copy(OOB, root / "a.nvcudmp")
+    shutil.copy(OOB, root / "b.nvcudmp")
+    work = WorkOptions(
+        AnalyzeOptions(cuda_gdb=False), load_rules(), reports_dir=reports, report_format="json"
+    )
+    blocked = report_path(str(root / "b.nvcudmp"), work)
+    blocked.mkdir(parents=True)  # a directory where b's report should go
+    out = tmp_path / "scan.jsonl"
+    args = (root, "--reports", reports, "--no-gdb", "--format", "json", "-o", out, "--cache", cache)
+    assert scan(*args).returncode == 4
+    rows = _by_name(_lines(out))
+    assert rows["a.nvcudmp"]["status"] == "ok"
+    assert rows["b.nvcudmp"]["error"].startswith(f"cannot write its report {blocked}")
+    blocked.rmdir()
+    assert scan(*args).returncode == 0
+    assert _cache_hits(out) == 1  # a's row; b is analyzed again and its report written
+    assert blocked.is_file()
+
+
+def test_cache_hits_however_the_directory_is_spelled(tmp_path, monkeypatch):
+    require_tool("nvdisasm")
+    root = tmp_path / "dumps"
+    root.mkdir()
+    shutil.copy(OOB, root / "a.nvcudmp")
+    out, cache = tmp_path / "scan.jsonl", tmp_path / "c.sqlite"
+    monkeypatch.chdir(tmp_path)
+    assert scan("dumps", "--format", "json", "-o", out, "--cache", cache).returncode == 0
+    assert scan(root, "--format", "json", "-o", out, "--cache", cache).returncode == 0
+    assert _cache_hits(out) == 1
+    assert _by_name(_lines(out))["a.nvcudmp"]["path"] == str(root / "a.nvcudmp")
+
+
+def test_an_empty_directory_is_a_scan_of_nothing(tmp_path):
+    (tmp_path / "empty").mkdir()
+    result = scan(tmp_path / "empty", "--no-cache")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("postmortem scan: 0 dumps, 0 signatures, 0 errors")
