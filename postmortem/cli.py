@@ -274,7 +274,10 @@ def extract(core: Path, out_dir: Path, force: bool, debug: bool) -> None:
     type=click.Path(path_type=Path, dir_okay=False),
     help="Also write JSON lines (one object per dump, one per group) to this file.",
 )
-@click.option("--since", metavar="DATE", help="Only dumps written since: 2026-11-20, 36h, 7d.")
+@click.option(
+    "--since", metavar="DATE",
+    help="Only dumps written since: 2026-11-20 (UTC unless a zone is given), 36h, 7d.",
+)  # fmt: skip
 @click.option(
     "--timeout",
     default=300.0,
