@@ -392,3 +392,33 @@ def test_an_empty_directory_is_a_scan_of_nothing(tmp_path):
     result = scan(tmp_path / "empty", "--no-cache")
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith("postmortem scan: 0 dumps, 0 signatures, 0 errors")
+
+
+def test_a_terminal_gets_a_progress_bar(tmp_path):
+    require_tool("nvdisasm")
+    # GIVEN standard error on a terminal (a pseudo-terminal here)
+    leader, follower = os.openpty()
+    out = tmp_path / "index.txt"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "postmortem", "scan", REPO / "fixtures" / "dumps", "-j2",
+         "--no-cache", "-o", out],
+        stdout=subprocess.DEVNULL, stderr=follower,
+    )  # fmt: skip
+    os.close(follower)
+    # WHEN the scan runs
+    seen = b""
+    while True:
+        try:
+            chunk = os.read(leader, 4096)
+        except OSError:  # the terminal closed with the scan
+            break
+        if not chunk:
+            break
+        seen += chunk
+    assert proc.wait(timeout=120) == 0
+    os.close(leader)
+    # THEN it drew the bar, with dumps done, errors, rate, and the end
+    text = seen.decode()
+    total = len(dump_paths())
+    assert f"] {total}/{total} dumps, 0 errors, " in text and "/s, done in " in text
+    assert "\r[" in text
