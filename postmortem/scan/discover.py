@@ -61,16 +61,26 @@ def iter_dumps(roots: Sequence[Path], *, follow_symlinks: bool = False) -> Itera
     A root that is a file is taken as it is (an error row later if it is no dump).
     """
     trees = [root.resolve() for root in roots if root.is_dir()]
-    seen: set[Path] = set(trees)
+    # Files and directories are told apart by (device, inode): links never yield a file twice
+    # and a link back up the tree ends there.
+    seen: set[tuple[int, int]] = {_identity(os.stat(tree)) for tree in trees}
     for root in roots:
         if root.is_dir():
             yield from _walk(root, trees, seen, follow_symlinks)
-        elif root.resolve() not in seen:
-            seen.add(root.resolve())
-            yield Candidate(root)
+        else:
+            identity = _identity(os.stat(root)) if root.exists() else (-1, hash(str(root)))
+            if identity not in seen:
+                seen.add(identity)
+                yield Candidate(root)
 
 
-def _walk(directory: Path, trees: list[Path], seen: set[Path], follow: bool) -> Iterator[Candidate]:
+def _identity(info: os.stat_result) -> tuple[int, int]:
+    return info.st_dev, info.st_ino
+
+
+def _walk(
+    directory: Path, trees: list[Path], seen: set[tuple[int, int]], follow: bool
+) -> Iterator[Candidate]:
     try:
         entries = sorted(os.scandir(directory), key=lambda e: e.name)
     except OSError:
@@ -80,13 +90,13 @@ def _walk(directory: Path, trees: list[Path], seen: set[Path], follow: bool) -> 
         if entry.is_symlink() and not _link_allowed(path, trees, follow):
             continue
         try:
-            mode = os.stat(path).st_mode
+            info = os.stat(path)
         except OSError:
             continue  # a dangling link
-        real = path.resolve()
-        if real in seen:
+        if _identity(info) in seen:
             continue
-        seen.add(real)
+        seen.add(_identity(info))
+        mode = info.st_mode
         if stat.S_ISDIR(mode):
             yield from _walk(path, trees, seen, follow)
         elif stat.S_ISREG(mode):

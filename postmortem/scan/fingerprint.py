@@ -43,7 +43,7 @@ def fingerprint(path: Path, whole_below: int = _WHOLE) -> str:
     with open(path, "rb") as file:
         size = os.fstat(file.fileno()).st_size
         head = file.read(_EDGE)
-        digest = hashlib.blake2b(digest_size=16)
+        digest = hashlib.sha256()
         digest.update(size.to_bytes(8, "little"))
         if size <= whole_below:
             digest.update(b"whole" + head + file.read())
@@ -54,7 +54,7 @@ def fingerprint(path: Path, whole_below: int = _WHOLE) -> str:
             digest.update(b"raw" + head)
             file.seek(max(size - _EDGE, 0))
             digest.update(file.read(_EDGE))
-    return digest.hexdigest()
+    return digest.hexdigest()[:32]
 
 
 def _tables(file: BinaryIO, head: bytes, size: int, digest: Any) -> bool:
