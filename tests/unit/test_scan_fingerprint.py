@@ -1,10 +1,11 @@
-"""The cache's content fingerprint: tables count, memory and registers do not (large dumps)."""
+"""The cache's content fingerprint: tables count, memory and registers do not."""
 
 from __future__ import annotations
 
 import gzip
 
 import numpy as np
+import pytest
 
 from postmortem.coredump import tables as t
 from postmortem.coredump.elf import SHDR_DTYPE
@@ -30,19 +31,18 @@ def _variant(tmp_path, name, section_type):
     return path
 
 
-def test_tables_change_the_print_registers_do_not(tmp_path):
-    # As for a dump over the whole-file limit: only headers and tables are hashed.
+@pytest.mark.parametrize("one_read_below", [0, 1 << 30], ids=["table-by-table", "one-read"])
+def test_tables_change_the_print_registers_do_not(tmp_path, one_read_below):
     table = _variant(tmp_path, "table", t.LN_TABLE)
     registers = _variant(tmp_path, "registers", t.DEV_REGS)
-    base = fingerprint(OOB, whole_below=0)
-    assert fingerprint(table, whole_below=0) != base
-    assert fingerprint(registers, whole_below=0) == base
+    base = fingerprint(OOB, one_read_below)
+    assert fingerprint(table, one_read_below) != base
+    assert fingerprint(registers, one_read_below) == base
 
 
-def test_small_dumps_are_hashed_whole(tmp_path):
-    registers = _variant(tmp_path, "registers", t.DEV_REGS)
-    assert fingerprint(registers) != fingerprint(OOB)
-    assert fingerprint(OOB) == fingerprint(OOB)
+def test_both_ways_of_reading_give_the_same_print():
+    for dump in (OOB, DUMPS / "oob_store_extnum.nvcudmp", DUMPS / "oob_store_gzip.nvcudmp.gz"):
+        assert fingerprint(dump, 0) == fingerprint(dump)
 
 
 def test_broken_and_gzip_files_have_prints_too(tmp_path):
@@ -50,5 +50,5 @@ def test_broken_and_gzip_files_have_prints_too(tmp_path):
     cut.write_bytes(OOB.read_bytes()[:4096])
     packed = tmp_path / "packed.gz"
     packed.write_bytes(gzip.compress(OOB.read_bytes()))
-    prints = {fingerprint(p, whole_below=0) for p in (cut, packed, OOB)}
+    prints = {fingerprint(p) for p in (cut, packed, OOB)}
     assert len(prints) == 3
