@@ -1,4 +1,4 @@
-.PHONY: help demo test lint format fixtures golden bench
+.PHONY: help demo test lint format fixtures golden bench scanbench
 help: ## list the targets
 	@grep -E '^[a-z]+:.*## ' Makefile | sed 's/:.*## /\t/'
 demo: ## install into .venv and run postmortem on the bundled sample dump
@@ -11,6 +11,9 @@ format: ## reformat the tree with ruff
 	.venv/bin/ruff format . && .venv/bin/ruff check --fix .
 fixtures: ## recompile the fixture cubins and rebuild the fixture dumps
 	.venv/bin/python fixtures/builder/build_cubins.py && .venv/bin/python fixtures/builder/build_dumps.py
+scanbench: ## scan of 1,000 generated dumps: -j1 vs -j2, cold vs warm cache, with and without the disassembly store
+	.venv/bin/python bench/bench_scan.py
+bench: scanbench
 golden: ## regenerate the golden reports in tests/golden (review the diff)
 	.venv/bin/python -m tests.golden
 bench: ## reader on a 4 GiB, 100,000-lane dump vs a small one; one kernel vs a whole 500-kernel cubin; forensics of 32,000 faulting lanes

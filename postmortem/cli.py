@@ -24,6 +24,7 @@ from postmortem.extract import extract_cubins, render_index
 from postmortem.report.context import build_report
 from postmortem.report.info import render_info_json, render_info_text
 from postmortem.report.render import FORMATS, render_report
+from postmortem.scan import cli_support as scan_cli
 from postmortem.summary import summarize
 
 EXIT_OK = 0
@@ -236,6 +237,163 @@ def extract(core: Path, out_dir: Path, force: bool, debug: bool) -> None:
         return render_index(written) + f"{len(written)} cubin(s) written to {out_dir}\n"
 
     click.echo(_run(debug, action), nl=False)
+
+
+@main.command()
+@click.argument(
+    "roots", nargs=-1, required=True, metavar="DIR...", type=click.Path(path_type=Path, exists=True)
+)
+@click.option(
+    "-j",
+    "--jobs",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Worker processes (default: all cores).",
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(scan_cli.INDEX_FORMATS),
+    default="text",
+    show_default=True,
+    help="Index format; json writes JSON lines (one object per dump and group).",
+)
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="Write the index to this file instead of standard output.",
+)
+@click.option(
+    "--reports",
+    "reports_dir",
+    type=click.Path(path_type=Path, file_okay=False),
+    help="Write a report per dump into this directory, linked from the index.",
+)
+@click.option(
+    "--report-format",
+    type=click.Choice(FORMATS),
+    default=None,
+    help="Format of the per-dump reports (default: the index's; html for an html index).",
+)
+@click.option(
+    "--jsonl",
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="Also write JSON lines (one object per dump, one per group) to this file.",
+)
+@click.option(
+    "--since", metavar="DATE",
+    help="Only dumps written since: 2026-11-20 (UTC unless a zone is given), 36h, 7d.",
+)  # fmt: skip
+@click.option(
+    "--timeout",
+    default=300.0,
+    show_default=True,
+    type=click.FloatRange(min=0.01),
+    help="Seconds one dump may take; past it, it becomes a timeout row.",
+)
+@click.option(
+    "--map-path",
+    "path_maps",
+    multiple=True,
+    callback=_path_maps,
+    metavar="OLD=NEW",
+    help="Rewrite a build-machine path prefix, in signatures and reports (repeatable).",
+)
+@click.option(
+    "--source-dir",
+    "source_dirs",
+    multiple=True,
+    type=click.Path(path_type=Path, file_okay=False),
+    help="Where the reports look for sources (repeatable).",
+)
+@click.option(
+    "--rules",
+    type=click.Path(path_type=Path, dir_okay=False, exists=True),
+    help="Signature rules (JSON: library_paths, top_frames); default: the packaged ones.",
+)
+@click.option(
+    "--name-pattern",
+    "name_patterns",
+    multiple=True,
+    metavar="PATTERN",
+    help="The CUDA_COREDUMP_FILE pattern the dumps were written with (%h, %p, %t), tried first.",
+)
+@click.option("--follow-symlinks", is_flag=True, help="Follow links that lead out of DIR.")
+@click.option(
+    "--cache",
+    "cache_path",
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="The scan cache file (default: $XDG_CACHE_HOME/postmortem/scan-v1.sqlite).",
+)
+@click.option("--no-cache", is_flag=True, help="Analyze every dump again; do not use the cache.")
+@click.option("--no-disasm", is_flag=True, help="Do not run nvdisasm (signatures without frames).")
+@click.option(
+    "--nvdisasm", type=click.Path(path_type=Path, dir_okay=False), help="The nvdisasm to use."
+)
+@click.option("--no-gdb", is_flag=True, help="No cuda-gdb cross-check in the per-dump reports.")
+@click.option(
+    "--cuda-gdb",
+    "cuda_gdb",
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="The cuda-gdb to use.",
+)
+@click.option("--debug", is_flag=True, help="Show the traceback of an error.")
+def scan(roots: tuple[Path, ...], **settings: object) -> None:
+    """Find every CUDA coredump under DIR... and group them by crash signature.
+
+    Dumps are found by content (ELF, ET_CORE, EM_CUDA; gzip too), whatever their names.
+    Nothing under DIR is modified. Unchanged dumps come from the cache. cuda-gdb runs only
+    for the per-dump reports (--reports), never for signatures.
+
+    Exit status: 0 every dump analyzed; 4 the scan finished but some dumps are error
+    rows (unreadable, truncated, corrupt, timed out); 130 interrupted (Ctrl-C), with the
+    partial results written; 2 bad arguments or cache; 1 internal error.
+    """
+    debug = bool(settings.pop("debug"))
+    request = _run(debug, lambda: scan_cli.scan_request(roots, settings, sys.stderr.isatty()))
+    result, text = _run(debug, lambda: scan_cli.run(request))
+    click.echo(text, nl=False)
+    if request.outputs.output is not None:
+        click.echo(scan_cli.summary_line(result, request.outputs.output), err=True)
+    sys.exit(scan_cli.exit_status(result))
+
+
+@main.command()
+@click.argument("cores", nargs=-1, required=True, metavar="CORE...",
+                type=click.Path(path_type=Path, dir_okay=False))  # fmt: skip
+@click.option("--json", "as_json", is_flag=True, help="Print JSON (one object per line).")
+@click.option(
+    "--map-path",
+    "path_maps",
+    multiple=True,
+    callback=_path_maps,
+    metavar="OLD=NEW",
+    help="Rewrite a build-machine path prefix (repeatable).",
+)
+@click.option(
+    "--rules",
+    type=click.Path(path_type=Path, dir_okay=False, exists=True),
+    help="Signature rules (JSON); default: the packaged ones.",
+)
+@click.option("--no-disasm", is_flag=True, help="Do not run nvdisasm (no frames).")
+@click.option(
+    "--nvdisasm", type=click.Path(path_type=Path, dir_okay=False), help="The nvdisasm to use."
+)
+@click.option("--debug", is_flag=True, help="Show the traceback of an error.")
+def signature(cores: tuple[Path, ...], **settings: object) -> None:
+    """Print the crash signature of each CORE and the components it is made of.
+
+    The signature is what `postmortem scan` groups dumps by: exception, normalized kernel,
+    offset of the fault in the kernel and the top in-app inline frames; see the README.
+    Exit status: 0 done, 2 a CORE could not be read (the others are still printed).
+    """
+    debug = bool(settings.pop("debug"))
+    text, errors = _run(debug, lambda: scan_cli.signature_texts(cores, settings))
+    click.echo(text, nl=False)
+    for error in errors:
+        click.echo(error, err=True)
+    sys.exit(EXIT_BAD_INPUT if errors else EXIT_OK)
 
 
 if __name__ == "__main__":  # pragma: no cover

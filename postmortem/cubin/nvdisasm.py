@@ -8,17 +8,19 @@ localizing a fault fast on a cubin of hundreds of kernels (see bench/bench_local
 
 from __future__ import annotations
 
+import hashlib
 import os
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from postmortem.cubin.sass import SassListing, parse_sass
 from postmortem.errors import ToolFailed
 from postmortem.toolrun import run_tool
 from postmortem.tools import find_tool, tool_version
 
-__all__ = ["Disassembly", "build_nvdisasm_argv", "disassemble"]
+__all__ = ["Disassembly", "DisassemblyStore", "build_nvdisasm_argv", "disassemble", "set_store"]
 
 _TOOL = "nvdisasm"
 # -ndf: no dataflow analysis (slow, and only adds comments); -c: code sections only;
@@ -42,6 +44,30 @@ class Disassembly:
     stderr: str
     """What nvdisasm printed on stderr, e.g. its "switching to Old format" warning on
     ABI v7 cubins, which is not an error."""
+
+
+class DisassemblyStore(Protocol):
+    """Where disassemblies are remembered, by a key of cubin content, function and tool."""
+
+    def get(self, key: str) -> Disassembly | None:
+        """The disassembly stored under `key`, or None."""
+
+    def put(self, key: str, stdout: str, result: Disassembly) -> None:
+        """Remember `result`, made from nvdisasm's `stdout`, under `key`."""
+
+
+# Off by default; a scan worker sets one (see postmortem/scan/disasm_store.py).
+_STORE: DisassemblyStore | None = None
+
+
+def set_store(store: DisassemblyStore | None) -> None:
+    """Remember disassemblies in `store` for the rest of this process (None: do not).
+
+    A fleet's dumps often carry identical cubins: with a store each (cubin, function) is
+    disassembled once, not once per dump.
+    """
+    global _STORE
+    _STORE = store
 
 
 def build_nvdisasm_argv(nvdisasm: Path, cubin: Path, symbol_index: int | None) -> list[str]:
@@ -94,6 +120,10 @@ def disassemble(
     """
     tool = find_tool(_TOOL, nvdisasm)
     version = tool_version(tool)
+    key = _store_key(cubin, symbol_index, tool, version) if _STORE is not None else ""
+    stored = _STORE.get(key) if _STORE is not None else None
+    if stored is not None:
+        return stored
     with tempfile.TemporaryDirectory(prefix="postmortem-nvdisasm-") as scratch:
         path = Path(scratch) / _CUBIN_NAME
         path.write_bytes(cubin)
@@ -106,13 +136,22 @@ def disassemble(
         # nvdisasm exits 0 and prints no code when -fun names a symbol that is not a function.
         detail = f"symbol index {symbol_index} names no function; nothing was disassembled"
         raise ToolFailed(_TOOL, run.argv, run.returncode, detail)
-    return Disassembly(
+    result = Disassembly(
         listing=listing,
         tool_version=version,
         argv=run.argv,
         seconds=run.seconds,
         stderr=run.stderr,
     )
+    if _STORE is not None:
+        _STORE.put(key, run.stdout, result)
+    return result
+
+
+def _store_key(cubin: bytes, symbol_index: int | None, tool: Path, version: str | None) -> str:
+    tool_id = hashlib.blake2b(f"{tool}|{version}|{_FLAGS}".encode(), digest_size=6).hexdigest()
+    content = hashlib.blake2b(cubin, digest_size=16).hexdigest()
+    return f"{content}-{symbol_index if symbol_index is not None else 'all'}-{tool_id}"
 
 
 def _first_message(output: str, cubin_path: str) -> str:

@@ -84,3 +84,20 @@ def test_installed_wheel_renders_every_report_format_outside_the_checkout(instal
     assert kernel in text
     if fmt == "html":
         assert text.startswith("<!DOCTYPE html>")
+
+
+@pytest.mark.parametrize("fmt", ["html", "md", "text"])
+def test_installed_wheel_scans_with_its_rules_and_templates(installed, tmp_path, fmt):
+    # GIVEN the installed command and a directory with one fixture dump
+    (tmp_path / "dumps").mkdir()
+    shutil.copy(DUMPS / "oob_store.nvcudmp", tmp_path / "dumps" / "core")
+    out = tmp_path / f"index.{fmt}"
+    # WHEN it scans it (signature rules and index templates come from the wheel)
+    run(
+        [installed, "scan", "dumps", "--format", fmt, "--no-disasm", "--no-cache", "-o", out],
+        cwd=tmp_path,
+    )
+    # THEN the index names the normalized kernel and the rules it used
+    text = out.read_text(encoding="utf-8")
+    assert "oob_kernel" in text and "1 dump" in text
+    assert "rules default@" in text or fmt != "html"

@@ -1,0 +1,188 @@
+"""Benchmark: `postmortem scan` over 1,000 generated dumps, cold with -j1 and -j2, then warm.
+
+Generates N dumps (default 1,000) in a temporary directory by copying the committed fixture
+dumps round-robin (every scenario and driver generation, gzip included) under fleet names
+(the driver's ``core_%t_%h_%p.nvcudmp``, ``%h.%p.%t``, or a plain name), with mtimes spread
+over a week; every 20th file (5 %) is broken instead: cut short, or its section header
+offset pointed past the end. Then each scan runs in a fresh process (no cuda-gdb, no
+per-dump reports):
+
+1. cold, -j1, filling a new cache;  2. cold, -j2, filling another new cache;
+3. warm, -j2, the cache of (2), every dump unchanged;
+4. cold, -j1, no cache and no disassembly store: nvdisasm runs for every dump.
+
+A cold scan with a cache also fills a fresh disassembly store beside it, shared by the
+workers, so each (cubin, function) is disassembled once per scan, not once per dump.
+It prints dumps/second, the -j2/-j1 scaling ratio, what the disassembly store saves, the
+peak RSS of the scanning process and of its largest worker, and the warm re-scan time
+against the cold one (scan time inside the process; process start-up shown apart).
+
+    python bench/bench_scan.py [--count N] [--keep DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+FIXTURES = ROOT / "fixtures" / "dumps"
+_WEEK_S = 7 * 86400
+_BASE_TIME = 1_763_000_000
+
+
+def generate(target: Path, count: int, seed: int = 6) -> dict[str, int]:
+    """`count` dumps in `target`, 5 % broken; returns how many of each kind."""
+    rng = random.Random(seed)
+    sources = sorted(p for p in FIXTURES.iterdir() if ".nvcudmp" in p.name)
+    kinds = {"good": 0, "broken": 0}
+    for number in range(count):
+        source = sources[number % len(sources)]
+        host, pid = f"gpu-node-{number % 40:02d}", 1000 + number
+        when = _BASE_TIME + rng.randrange(_WEEK_S)
+        suffix = ".gz" if source.name.endswith(".gz") else ""
+        name = (
+            f"core_{when}_{host}_{pid}.nvcudmp{suffix}",
+            f"{host}.{pid}.{when}{suffix}",
+            f"dump-{number:05d}.bin",
+        )[number % 3]
+        path = target / f"host{number % 40:02d}" / name
+        path.parent.mkdir(exist_ok=True)
+        if number % 20 == 19:
+            _write_broken(path, rng)
+            kinds["broken"] += 1
+        else:
+            shutil.copyfile(source, path)
+            kinds["good"] += 1
+        os.utime(path, (when, when))
+    return kinds
+
+
+def _write_broken(path: Path, rng: random.Random) -> None:
+    data = (FIXTURES / "oob_store.nvcudmp").read_bytes()
+    if rng.random() < 0.5:
+        path.write_bytes(data[: rng.randrange(64, len(data) // 2)])
+    else:
+        broken = bytearray(data)
+        broken[0x28:0x30] = (len(data) + 4096).to_bytes(8, "little")
+        path.write_bytes(bytes(broken))
+
+
+def child(args: argparse.Namespace) -> None:
+    """One scan in this process; prints its figures as JSON."""
+    from postmortem.analysis.analyze import AnalyzeOptions
+    from postmortem.analysis.signature import load_rules
+    from postmortem.scan.run import ScanOptions, run_scan
+    from postmortem.scan.worker import WorkOptions
+
+    work = WorkOptions(AnalyzeOptions(cuda_gdb=False), load_rules())
+    cache = Path(args.cache) if args.cache else None
+    options = ScanOptions(work, jobs=args.jobs, cache_path=cache, memo=not args.no_memo)
+    started = time.perf_counter()
+    result = run_scan([Path(args.root)], options)
+    seconds = time.perf_counter() - started
+    figures = {
+        "seconds": seconds, "dumps": len(result.rows), "errors": len(result.errors),
+        "groups": len(result.groups), "cache_hits": result.cache_hits,
+        "rss_self_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+        "rss_workers_kib": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss,
+    }  # fmt: skip
+    print(json.dumps(figures))
+
+
+def run_child(root: Path, jobs: int, cache: Path | None, memo: bool = True) -> dict[str, float]:
+    argv = [sys.executable, __file__, "--child", "--root", str(root), "--jobs", str(jobs)]
+    argv += ["--cache", str(cache)] if cache else []
+    argv += [] if memo else ["--no-memo"]
+    started = time.perf_counter()
+    done = subprocess.run(argv, capture_output=True, text=True, check=True)
+    figures: dict[str, float] = json.loads(done.stdout.strip().splitlines()[-1])
+    figures["process_seconds"] = time.perf_counter() - started
+    return figures
+
+
+def _line(label: str, run: dict[str, float]) -> str:
+    rate = run["dumps"] / run["seconds"]
+    return (
+        f"  {label:<34} {run['seconds']:7.2f} s  {rate:7.1f} dumps/s  "
+        f"({run['dumps']:.0f} dumps, {run['errors']:.0f} errors, {run['groups']:.0f} groups, "
+        f"{run['cache_hits']:.0f} cache hits; process {run['process_seconds']:.2f} s)"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--count", type=int, default=1000)
+    parser.add_argument("--keep", type=Path, help="generate into this directory and keep it")
+    parser.add_argument(
+        "--no-baseline", action="store_true", help="skip the slow scan without the store (4)"
+    )
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--root", help=argparse.SUPPRESS)
+    parser.add_argument("--jobs", type=int, default=1, help=argparse.SUPPRESS)
+    parser.add_argument("--cache", help=argparse.SUPPRESS)
+    parser.add_argument("--no-memo", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        child(args)
+        return
+    work = Path(tempfile.mkdtemp(prefix="postmortem-bench-scan-"))
+    root = args.keep or work / "dumps"
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        kinds = generate(root, args.count)
+        size = sum(p.stat().st_size for p in root.rglob("*") if p.is_file())
+        fixtures = len(list(FIXTURES.glob("*.nvcudmp*")))
+        print(
+            f"generated {args.count} dumps ({kinds['good']} copies of the {fixtures} fixture"
+            f" dumps, {kinds['broken']} broken), {size / 2**20:.1f} MiB; {os.cpu_count()} CPUs;"
+            " no cuda-gdb, no reports"
+        )
+        report(root, work, baseline=not args.no_baseline)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def report(root: Path, work: Path, baseline: bool) -> None:
+    j1 = run_child(root, 1, work / "j1" / "cache.sqlite")
+    print(_line("cold -j1 (new cache)", j1))
+    j2 = run_child(root, 2, work / "j2" / "cache.sqlite")
+    print(_line("cold -j2 (new cache)", j2))
+    warm = run_child(root, 2, work / "j2" / "cache.sqlite")
+    print(_line("warm -j2 (unchanged dumps)", warm))
+    runs = [j1, j2, warm]
+    if baseline:
+        runs.append(run_child(root, 1, None, memo=False))
+        print(_line("cold -j1, no cache, no disasm store", runs[-1]))
+    scaling = j1["seconds"] / j2["seconds"]
+    print(f"scaling -j2 / -j1: {scaling:.2f}x (2.00 is linear)")
+    if baseline:
+        print(
+            f"disassembly store: cold -j1 {runs[-1]['seconds'] / j1['seconds']:.1f}x faster with it"
+        )
+    peak_self = max(r["rss_self_kib"] for r in runs) / 1024
+    peak_worker = max(r["rss_workers_kib"] for r in runs) / 1024
+    print(f"peak RSS: scanning process {peak_self:.0f} MiB, largest worker {peak_worker:.0f} MiB")
+    ratio = j2["seconds"] / warm["seconds"]
+    print(
+        f"warm re-scan: {warm['seconds']:.3f} s vs cold {j2['seconds']:.2f} s: {ratio:.0f}x faster"
+        f" (target >= 50x); with process start-up {warm['process_seconds']:.2f} s"
+    )
+    if baseline:
+        print(f"  and {runs[-1]['seconds'] / warm['seconds']:.0f}x faster than a cold scan without"
+              " the disassembly store")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()

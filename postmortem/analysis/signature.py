@@ -1,0 +1,314 @@
+"""Crash signatures: one stable key per kind of crash, so that many dumps group by cause.
+
+Signature version 1 (``SIGNATURE_VERSION``) is built from, in this order:
+
+1. the exception, in words (``Warp Illegal Address``); ``no exception`` for a hang dump;
+2. the kernel, demangled and normalized: parameters and return type dropped, every template
+   argument list collapsed to ``<>`` (``cutlass::Kernel<cutlass::Gemm<...>>`` →
+   ``cutlass::Kernel<>``);
+3. the offset of the faulting PC in the kernel's code section (never an absolute address);
+4. the top inline frames at that PC as ``file:line``, innermost first, after `--map-path` and
+   path normalization, skipping frames in library paths (the rules file) up to the first
+   in-app frame; ``top_frames`` frames are kept.
+
+Hosts, processes, GPUs, load addresses and times are never part of it; they are facets of a
+group. The coarse key is (1) and (2) only, so near-duplicates (the same kernel faulting at
+another line) stay visible side by side. The version is part of every key, so a change of
+algorithm never silently merges its groups with older ones.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import hashlib
+import json
+import posixpath
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from postmortem.analysis.analyze import Analysis
+from postmortem.analysis.source import PathMap
+from postmortem.cubin.sass import SourceFrame
+from postmortem.demangle import demangle
+from postmortem.model import describe_exception
+
+SIGNATURE_VERSION = 1
+"""Bumped whenever the algorithm changes what it groups together."""
+
+_OPEN = {"<": ">", "(": ")", "[": "]", "{": "}"}
+_CLOSE = {v: k for k, v in _OPEN.items()}
+# `operator<<`, `operator()`, `operator<=>`: the symbol belongs to the name, it opens no template
+_OPERATOR = re.compile(
+    r"operator(?:\(\)|\[\]|<=>|<<=|>>=|<<|>>|<=|>=|->\*|->|&&|\|\||\+\+|--|[-+*/%^&|~!=<>,]=?) *"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class SignatureRules:
+    """What the signature skips and keeps, read from a rules file (data, not code)."""
+
+    name: str
+    """The rules' name, recorded with every signature."""
+    library_paths: tuple[str, ...]
+    """fnmatch patterns of library source paths (``cute/arch/*``, ``cuda_fp16.hpp``)."""
+    top_frames: int
+    """How many frames, from the first in-app one, the short signature keeps."""
+
+    @property
+    def digest(self) -> str:
+        """A short hash of the rules, so results made with other rules are told apart."""
+        text = json.dumps([self.name, self.library_paths, self.top_frames])
+        return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+def load_rules(path: Path | None = None) -> SignatureRules:
+    """The rules in `path`, or the packaged default rules; raises ValueError when malformed."""
+    if path is None:
+        text = resources.files("postmortem.analysis").joinpath("signature_rules.json").read_text()
+    else:
+        text = path.read_text(encoding="utf-8")
+    try:
+        data: dict[str, Any] = json.loads(text)
+        paths = tuple(str(p) for p in data["library_paths"])
+        top = int(data["top_frames"])
+    except (ValueError, KeyError, TypeError) as error:
+        raise ValueError(f"signature rules: {error}") from None
+    if top < 1:
+        raise ValueError(f"signature rules: top_frames must be at least 1, not {top}")
+    return SignatureRules(str(data.get("name", "custom")), paths, top)
+
+
+@dataclass(frozen=True, slots=True)
+class Frame:
+    """One normalized frame of the inline chain."""
+
+    file: str
+    """The source path after `--map-path` and normalization."""
+    line: int
+    library: bool
+    """True when the path matches a library pattern of the rules."""
+
+    @property
+    def label(self) -> str:
+        return f"{self.file}:{self.line}"
+
+
+@dataclass(frozen=True, slots=True)
+class Quality:
+    """How much a signature can be trusted (ABRT's rating, simplified)."""
+
+    score: int
+    """0 to 3: one point each for a resolved function, line info, an in-app frame."""
+    function_resolved: bool
+    line_info: bool
+    """True when the signature has source frames."""
+    in_app_frame: bool
+    advice: str | None
+    """What would make the signature precise, when it is not."""
+
+
+@dataclass(frozen=True, slots=True)
+class SignatureInput:
+    """The facts of one dump a signature is made of."""
+
+    exception: int | None
+    """The exception code; None for a dump that records none (a hang)."""
+    kernel: str | None
+    """The mangled name of the function holding the PC; None when unresolved."""
+    offset: int | None
+    """Offset of the PC in the function's code section."""
+    chain: tuple[SourceFrame, ...]
+    """The inline chain at the PC, innermost first."""
+    has_line_info: bool | None
+    """Whether the cubin has `.debug_line` (None: unknown)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Signature:
+    """A dump's crash signature, with the components it was made of."""
+
+    version: int
+    rules: str
+    """The rules' name and digest, e.g. ``default@3f2a…``."""
+    id: str
+    """A short hash of `key`: the group's name."""
+    key: str
+    """The full key, readable: version, exception, kernel, offset, frames."""
+    coarse_id: str
+    coarse_key: str
+    """Version, exception and kernel only."""
+    exception: str
+    kernel: str
+    """Normalized kernel name."""
+    offset: int | None
+    frames: tuple[str, ...]
+    """The frames in the key (``file:line``)."""
+    all_frames: tuple[Frame, ...]
+    """Every frame of the chain, normalized, innermost first."""
+    skipped: int
+    """Library frames skipped before the first in-app frame."""
+    components: tuple[str, ...]
+    """Which parts contributed: exception, kernel, offset, frames."""
+    quality: Quality
+
+
+def normalize_name(name: str) -> str:
+    """A C++ name for grouping: demangled, templates collapsed, parameters and return type gone.
+
+    ``void ns::k<float, 4>(float*, int)`` → ``ns::k<>``; ``float relu<float>(float)`` → ``relu<>``.
+    """
+    text = demangle(name) if name.startswith("_Z") else name
+    text = _collapse(_drop_parameters(text.strip()))
+    return _last_word(text)
+
+
+def _drop_parameters(text: str) -> str:
+    text = text.removesuffix(" const").removesuffix(" volatile")
+    if not text.endswith(")"):
+        return text
+    depth = 0
+    for index in range(len(text) - 1, -1, -1):
+        char = text[index]
+        depth += 1 if char == ")" else -1 if char == "(" else 0
+        if depth == 0:
+            head = text[:index]
+            # `(anonymous namespace)` alone, or a cast-like name: keep it as it is
+            return head if head.strip() else text
+    return text
+
+
+def _collapse(text: str) -> str:
+    out: list[str] = []
+    depth = 0
+    index = 0
+    while index < len(text):
+        operator = _OPERATOR.match(text, index) if depth == 0 else None
+        if operator and (index == 0 or not (text[index - 1].isalnum() or text[index - 1] == "_")):
+            out.append(operator.group(0).rstrip())
+            index = operator.end()
+            continue
+        char = text[index]
+        if char == "<":
+            out.append("<>" if depth == 0 else "")
+            depth += 1
+        elif char == ">" and depth > 0:
+            depth -= 1
+        elif depth == 0:
+            out.append(char)
+        index += 1
+    return "".join(out)
+
+
+def _last_word(text: str) -> str:
+    # The return type comes first, separated by a space outside any brackets.
+    depth = 0
+    start = 0
+    for index, char in enumerate(text):
+        if char in _OPEN:
+            depth += 1
+        elif char in _CLOSE:
+            depth = max(depth - 1, 0)
+        elif char == " " and depth == 0 and not text.startswith("operator", index + 1):
+            start = index + 1
+    return text[start:] or text
+
+
+def normalize_path(file: str, path_maps: Sequence[PathMap] = ()) -> str:
+    """A source path for grouping: `--map-path` applied (first match), then normalized."""
+    for path_map in path_maps:
+        if file.startswith(path_map.old):
+            file = path_map.new + file[len(path_map.old) :]
+            break
+    file = file.replace("\\", "/")
+    return posixpath.normpath(file) if file else file
+
+
+def is_library(file: str, rules: SignatureRules) -> bool:
+    """True when `file` (normalized) lies in one of the rules' library paths."""
+    parts = file.split("/")
+    tails = ["/".join(parts[i:]) for i in range(len(parts))]
+    return any(fnmatch.fnmatchcase(tail, p) for p in rules.library_paths for tail in tails)
+
+
+def normalize_frames(
+    chain: Sequence[SourceFrame], rules: SignatureRules, path_maps: Sequence[PathMap] = ()
+) -> tuple[Frame, ...]:
+    """Every frame of an inline chain, normalized and marked library or in-app."""
+    frames = []
+    for frame in chain:
+        file = normalize_path(frame.file, path_maps)
+        frames.append(Frame(file, frame.line, is_library(file, rules)))
+    return tuple(frames)
+
+
+def compute_signature(
+    facts: SignatureInput, rules: SignatureRules, path_maps: Sequence[PathMap] = ()
+) -> Signature:
+    """The signature of one dump's facts under `rules`."""
+    exception = "no exception" if facts.exception is None else describe_exception(facts.exception)
+    kernel = normalize_name(facts.kernel) if facts.kernel else "<unknown kernel>"
+    all_frames = normalize_frames(facts.chain, rules, path_maps)
+    first_app = next((i for i, f in enumerate(all_frames) if not f.library), None)
+    start = first_app if first_app is not None else 0
+    frames = tuple(f.label for f in all_frames[start : start + rules.top_frames])
+    components = ["exception"] + (["kernel"] if facts.kernel else [])
+    components += (["offset"] if facts.offset is not None else []) + (["frames"] if frames else [])
+    offset = "?" if facts.offset is None else f"+0x{facts.offset:x}"
+    coarse_key = f"v{SIGNATURE_VERSION}|{exception}|{kernel}"
+    key = f"{coarse_key}|{offset}|{' < '.join(frames)}"
+    return Signature(
+        version=SIGNATURE_VERSION,
+        rules=f"{rules.name}@{rules.digest}",
+        id=_short_hash(key),
+        key=key,
+        coarse_id=_short_hash(coarse_key),
+        coarse_key=coarse_key,
+        exception=exception,
+        kernel=kernel,
+        offset=facts.offset,
+        frames=frames,
+        all_frames=all_frames,
+        skipped=start,
+        components=tuple(components),
+        quality=_quality(facts, bool(frames), first_app is not None),
+    )
+
+
+def _short_hash(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:12]
+
+
+def _quality(facts: SignatureInput, line_info: bool, in_app: bool) -> Quality:
+    resolved = facts.kernel is not None and facts.offset is not None
+    advice = None
+    if not resolved:
+        advice = "the faulting PC lies in no captured module; the signature is the kernel only"
+    elif not line_info and facts.has_line_info is False:
+        advice = (
+            "rebuild with -lineinfo (NVCC_PREPEND_FLAGS='-lineinfo', CCACHE_DISABLE=1) "
+            "for a signature with source lines"
+        )
+    elif not line_info:
+        advice = "no inline chain (is nvdisasm installed? pip install postmortem[tools])"
+    elif not in_app:
+        advice = "every frame is in a library path; the signature may merge distinct callers"
+    return Quality(
+        int(resolved) + int(line_info) + int(in_app), resolved, line_info, in_app, advice
+    )
+
+
+def signature_input(analysis: Analysis) -> SignatureInput:
+    """The facts of an analyzed dump a signature uses: its most populous fault site, or for a
+    dump without an exception (a hang) its most populous stuck group."""
+    if analysis.sites:
+        site = analysis.sites[0]
+        kernel = site.function.name if site.function else None
+        return SignatureInput(site.exception, kernel, site.offset, site.chain, site.has_line_info)
+    if analysis.hang and analysis.hang.groups:
+        group = analysis.hang.groups[0]
+        return SignatureInput(None, group.kernel, group.offset, group.chain, None)
+    return SignatureInput(None, None, None, (), None)

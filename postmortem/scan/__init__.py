@@ -1,0 +1,1 @@
+"""`postmortem scan`: many dumps found, analyzed in parallel, grouped by crash signature."""

@@ -1,0 +1,99 @@
+"""What `postmortem scan` and `postmortem signature` do, behind their arguments."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from postmortem.analysis.analyze import AnalyzeOptions, analyze_dump
+from postmortem.analysis.signature import (
+    Signature,
+    SignatureRules,
+    compute_signature,
+    signature_input,
+)
+from postmortem.scan.index import build_index, json_lines, render_index
+from postmortem.scan.progress import ProgressBar
+from postmortem.scan.run import ScanOptions, ScanResult, run_scan
+
+EXIT_SCAN_ERRORS = 4
+"""The scan finished, and some dumps are error rows (unreadable, corrupt, timed out)."""
+EXIT_INTERRUPTED = 130
+
+
+@dataclass(frozen=True, slots=True)
+class ScanOutputs:
+    """Where the scan's results go."""
+
+    fmt: str
+    """Index format: text, md, html, json (JSON lines)."""
+    output: Path | None
+    """The index file; None: standard output."""
+    jsonl: Path | None
+    """JSON lines written besides the index; None: none."""
+    progress: bool
+    """Draw a progress bar on standard error."""
+
+
+def scan_command(
+    roots: Sequence[Path], options: ScanOptions, outputs: ScanOutputs
+) -> tuple[ScanResult, str]:
+    """Run the scan and write its outputs; returns the result and the index text.
+
+    The index goes to `outputs.output` (and the text is returned empty), or is returned
+    for standard output. Partial results of an interrupted scan are written the same way.
+    """
+    bar = ProgressBar(sys.stderr) if outputs.progress else None
+    try:
+        result = run_scan(roots, options, bar)
+    finally:
+        if bar is not None:
+            bar.close()
+    base = outputs.output.parent if outputs.output else None
+    index = build_index(result, base)
+    text = render_index(index, outputs.fmt)
+    if outputs.jsonl is not None:
+        jsonl_index = build_index(result, outputs.jsonl.parent)
+        outputs.jsonl.write_text(json_lines(jsonl_index), encoding="utf-8")
+    if outputs.output is not None:
+        outputs.output.write_text(text, encoding="utf-8")
+        text = ""
+    return result, text
+
+
+def scan_exit_status(result: ScanResult) -> int:
+    """130 when interrupted, `EXIT_SCAN_ERRORS` when a dump is an error row, else 0."""
+    if result.interrupted:
+        return EXIT_INTERRUPTED
+    return EXIT_SCAN_ERRORS if result.errors else 0
+
+
+def sign_dump(path: Path, options: AnalyzeOptions, rules: SignatureRules) -> Signature:
+    """The signature of one dump; raises PostmortemError when it cannot be read."""
+    analysis = analyze_dump(path, options)
+    return compute_signature(signature_input(analysis), rules, options.localize.path_maps)
+
+
+def render_signature(path: Path, signature: Signature) -> str:
+    """A signature and its components, for a terminal."""
+    quality = signature.quality
+    used = set(range(signature.skipped, signature.skipped + len(signature.frames)))
+    lines = [
+        f"{path}: signature {signature.id} (v{signature.version}, rules {signature.rules})",
+        f"  key:        {signature.key}",
+        f"  coarse:     {signature.coarse_id}  {signature.coarse_key}",
+        f"  exception:  {signature.exception}",
+        f"  kernel:     {signature.kernel}",
+        "  offset:     " + ("?" if signature.offset is None else f"0x{signature.offset:x}"),
+        f"  components: {', '.join(signature.components)}",
+        f"  quality:    {quality.score}/3" + (f" ({quality.advice})" if quality.advice else ""),
+        "  frames (innermost first; * in the key, L library):",
+    ]
+    for number, frame in enumerate(signature.all_frames):
+        mark = ("*" if number in used else " ") + ("L" if frame.library else " ")
+        lines.append(f"    {mark} #{number} {frame.label}")
+    if not signature.all_frames:
+        lines.append("    (none)")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,164 @@
+"""Worker processes for a scan: one dump at a time each, a time limit per dump, clean stops.
+
+Each worker has its own pipe, so a worker killed for overrunning its time limit (or one
+that dies) takes nothing but itself down: the parent writes a "timeout" (or "error") row for
+its dump and starts a fresh worker. Workers ignore SIGINT; the parent turns Ctrl-C into a
+stop, kills them, and returns what was finished. A killed worker's nvdisasm, in a session of
+its own, finishes on its own.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing
+import os
+import signal
+import time
+from collections import deque
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from multiprocessing.connection import Connection, wait
+from multiprocessing.process import BaseProcess
+from pathlib import Path
+from typing import Any
+
+from postmortem.cubin.nvdisasm import set_store
+from postmortem.scan.disasm_store import ScanDisassemblyStore
+from postmortem.scan.row import STATUS_CRASHED, STATUS_TIMEOUT, DumpRow, error_row
+from postmortem.scan.worker import WorkOptions, scan_dump
+
+_TICK_S = 0.2
+
+
+@dataclass(slots=True)
+class _Slot:
+    process: BaseProcess
+    conn: Connection
+    task: Path | None = None
+    started: float = 0.0
+
+
+def _context() -> Any:
+    # fork starts a worker in milliseconds and shares the imported modules
+    methods = multiprocessing.get_all_start_methods()
+    return multiprocessing.get_context("fork" if "fork" in methods else "spawn")
+
+
+def _worker_main(conn: Connection, options: WorkOptions, memo: Path | bool) -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if memo is not False:
+        set_store(ScanDisassemblyStore(memo if isinstance(memo, Path) else None))
+    while True:
+        try:
+            path = conn.recv()
+        except EOFError:
+            return
+        if path is None:
+            return
+        conn.send(scan_dump(path, options))
+
+
+class WorkerPool:
+    """`jobs` worker processes scanning dumps with `options`, `timeout_s` seconds each at most.
+
+    `memo`: a directory to share disassemblies through, True to remember them in each
+    worker only, False not to remember them.
+    """
+
+    def __init__(
+        self, jobs: int, options: WorkOptions, timeout_s: float, *, memo: Path | bool = True
+    ) -> None:
+        self._jobs = max(jobs, 1)
+        self._options = options
+        self._timeout_s = timeout_s
+        self._memo = memo
+        self._context = _context()
+        self._slots: list[_Slot] = []
+
+    def run(self, paths: Iterable[Path], on_row: Callable[[DumpRow], None]) -> None:
+        """Scan every path, calling `on_row` in the parent as each row arrives.
+
+        Raises KeyboardInterrupt after stopping the workers when interrupted.
+        """
+        pending = deque(paths)
+        try:
+            self._slots = [self._start() for _ in range(min(self._jobs, len(pending)))]
+            for slot in self._slots:
+                self._assign(slot, pending)
+            while any(slot.task is not None for slot in self._slots):
+                self._step(pending, on_row)
+        finally:
+            self._stop()
+
+    def _start(self) -> _Slot:
+        parent, child = self._context.Pipe()
+        process = self._context.Process(
+            target=_worker_main, args=(child, self._options, self._memo), daemon=True
+        )
+        process.start()
+        child.close()
+        return _Slot(process, parent)
+
+    def _assign(self, slot: _Slot, pending: deque[Path]) -> None:
+        slot.task = pending.popleft() if pending else None
+        if slot.task is not None:
+            slot.started = time.monotonic()
+            slot.conn.send(slot.task)
+
+    def _step(self, pending: deque[Path], on_row: Callable[[DumpRow], None]) -> None:
+        busy = {slot.conn: slot for slot in self._slots if slot.task is not None}
+        first_deadline = min(slot.started for slot in busy.values()) + self._timeout_s
+        tick = min(_TICK_S, max(first_deadline - time.monotonic(), 0.0))
+        for conn in wait(list(busy), timeout=tick):
+            slot = busy[conn]  # type: ignore[index]
+            try:
+                row: DumpRow = slot.conn.recv()
+            except (EOFError, OSError):
+                row = self._lost(slot, f"worker process died ({self._exit(slot)})", STATUS_CRASHED)
+            on_row(row)
+            self._assign(slot, pending)
+        now = time.monotonic()
+        for slot in self._slots:
+            if slot.task is not None and now - slot.started > self._timeout_s:
+                message = f"no result within {self._timeout_s:g} s (--timeout); worker killed"
+                on_row(self._lost(slot, message, STATUS_TIMEOUT))
+                self._assign(slot, pending)
+
+    def _lost(self, slot: _Slot, message: str, status: str) -> DumpRow:
+        """An error row for the slot's dump; the slot gets a fresh worker."""
+        assert slot.task is not None
+        path, elapsed = slot.task, time.monotonic() - slot.started
+        self._kill(slot)
+        fresh = self._start()
+        slot.process, slot.conn, slot.task = fresh.process, fresh.conn, None
+        try:
+            info = os.stat(path)
+            size, mtime = info.st_size, info.st_mtime
+        except OSError:
+            size, mtime = 0, 0.0
+        return error_row(str(path), size, mtime, status, message, round(elapsed, 4))
+
+    @staticmethod
+    def _exit(slot: _Slot) -> str:
+        slot.process.join(1)
+        code = slot.process.exitcode
+        return f"signal {-code}" if code is not None and code < 0 else f"exit status {code}"
+
+    @staticmethod
+    def _kill(slot: _Slot) -> None:
+        if slot.process.is_alive() and slot.process.pid is not None:
+            os.kill(slot.process.pid, signal.SIGKILL)
+        slot.process.join()
+        slot.conn.close()
+
+    def _stop(self) -> None:
+        for slot in self._slots:
+            if slot.task is None and slot.process.is_alive():
+                with contextlib.suppress(OSError):
+                    slot.conn.send(None)
+        deadline = time.monotonic() + 2
+        for slot in self._slots:
+            if slot.task is None:
+                slot.process.join(max(deadline - time.monotonic(), 0))
+            self._kill(slot)
+        self._slots = []

@@ -1,0 +1,204 @@
+"""A whole scan: find the dumps, reuse cached rows, analyze the rest in parallel, group them."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from postmortem import __version__
+from postmortem.analysis.signature import SIGNATURE_VERSION
+from postmortem.scan.cache import ScanCache
+from postmortem.scan.discover import Candidate, iter_dumps
+from postmortem.scan.fingerprint import fingerprint
+from postmortem.scan.group import CoarseGroup, Group, coarse_groups, group_rows
+from postmortem.scan.names import parse_name
+from postmortem.scan.pool import WorkerPool
+from postmortem.scan.row import STATUS_ERROR, STATUS_OK, DumpRow, error_row
+from postmortem.scan.worker import REPORT_FAILED, WorkOptions, report_path, with_names
+
+Progress = Callable[[int, int, int], None]
+"""Called as rows arrive with (dumps done, errors so far, dumps to do)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ScanOptions:
+    """How to scan: the per-dump work, parallelism, limits, filters and the cache."""
+
+    work: WorkOptions
+    jobs: int = 1
+    timeout_s: float = 300.0
+    """Seconds one dump may take before its worker is killed and it becomes a timeout row."""
+    follow_symlinks: bool = False
+    since: float | None = None
+    """Unix seconds: dumps written before are left out."""
+    cache_path: Path | None = None
+    """The cache file; None: no cache (`--no-cache`)."""
+    memo: bool = True
+    """Disassemble each (cubin, function) once: shared through a directory beside the cache
+    (``<cache>.disasm``), or once per worker without a cache; False: once per dump."""
+
+
+@dataclass(frozen=True, slots=True)
+class ScanResult:
+    """What a scan found."""
+
+    rows: tuple[DumpRow, ...]
+    """One per dump scanned, in path order."""
+    groups: tuple[Group, ...]
+    coarse: tuple[CoarseGroup, ...]
+    found: int
+    """Dumps discovered, before --since."""
+    left_out: int
+    """Dumps left out by --since."""
+    interrupted: bool
+    """True when Ctrl-C stopped the scan: `rows` holds what was finished."""
+    seconds: float
+    cache_hits: int
+
+    @property
+    def errors(self) -> tuple[DumpRow, ...]:
+        return tuple(row for row in self.rows if row.failed)
+
+
+def settings_key(work: WorkOptions) -> str:
+    """A digest of every setting a row depends on: a cached row is reused only under the same."""
+    localize = work.analyze.localize
+    settings = [
+        __version__, SIGNATURE_VERSION, work.rules.name, work.rules.digest,
+        [(m.old, m.new) for m in localize.path_maps], [str(d) for d in localize.source_dirs],
+        localize.disassemble, str(localize.nvdisasm), work.analyze.cuda_gdb,
+        str(work.analyze.cuda_gdb_path), list(work.name_patterns),
+        str(work.reports_dir) if work.reports_dir else None,
+        work.report_format if work.reports_dir else None,
+    ]  # fmt: skip
+    return hashlib.sha256(json.dumps(settings).encode()).hexdigest()[:16]
+
+
+def run_scan(
+    roots: Sequence[Path], options: ScanOptions, progress: Progress | None = None
+) -> ScanResult:
+    """Scan every dump under `roots`. Ctrl-C ends it early with what was finished."""
+    started = time.monotonic()
+    candidates = list(iter_dumps(roots, follow_symlinks=options.follow_symlinks))
+    todo = [c for c in candidates if not _before_since(c.path, options.since)]
+    rows: list[DumpRow] = []
+    state = _Tally(progress, len(todo))
+    cache = ScanCache(options.cache_path) if options.cache_path else None
+    interrupted = False
+    try:
+        fresh = _from_cache(todo, cache, options.work, rows, state)
+        pool = WorkerPool(options.jobs, options.work, options.timeout_s, memo=_memo(options))
+        pool.run(fresh, lambda row: _arrived(row, cache, options.work, rows, state))
+    except KeyboardInterrupt:
+        interrupted = True
+    finally:
+        hits = cache.hits if cache else 0
+        if cache is not None:
+            cache.close()
+    kept = [r for r in rows if options.since is None or r.time >= options.since]
+    kept.sort(key=lambda r: r.path)
+    groups = group_rows(kept)
+    return ScanResult(
+        rows=tuple(kept), groups=groups, coarse=coarse_groups(groups), found=len(candidates),
+        left_out=len(candidates) - len(todo) + len(rows) - len(kept), interrupted=interrupted,
+        seconds=time.monotonic() - started, cache_hits=hits,
+    )  # fmt: skip
+
+
+def _memo(options: ScanOptions) -> Path | bool:
+    if options.memo and options.cache_path is not None:
+        return options.cache_path.with_name(options.cache_path.name + ".disasm")
+    return options.memo
+
+
+def _before_since(path: Path, since: float | None) -> bool:
+    # A dump's own timestamp is never later than its file's mtime, so an older mtime is enough.
+    if since is None:
+        return False
+    try:
+        return os.stat(path).st_mtime < since
+    except OSError:
+        return False
+
+
+@dataclass(slots=True)
+class _Tally:
+    progress: Progress | None
+    total: int
+    done: int = 0
+    errors: int = 0
+
+    def add(self, row: DumpRow) -> None:
+        self.done += 1
+        self.errors += int(row.failed)
+        if self.progress is not None:
+            self.progress(self.done, self.errors, self.total)
+
+
+def _cache_key(path: Path) -> tuple[int, int, str] | None:
+    try:
+        info = os.stat(path)
+        return info.st_size, info.st_mtime_ns, fingerprint(path)
+    except OSError:
+        return None
+
+
+def _from_cache(
+    todo: list[Candidate],
+    cache: ScanCache | None,
+    work: WorkOptions,
+    rows: list[DumpRow],
+    state: _Tally,
+) -> list[Path]:
+    """Rows for the unchanged dumps; the paths that need an analysis."""
+    fresh: list[Path] = []
+    settings = settings_key(work)
+    for candidate in todo:
+        if candidate.unreadable is not None:
+            row = error_row(str(candidate.path), 0, 0.0, STATUS_ERROR, candidate.unreadable)
+            rows.append(with_names(row, parse_name(candidate.path.name, work.name_patterns)))
+            state.add(rows[-1])
+            continue
+        key = _cache_key(candidate.path) if cache else None
+        hit = cache.get(_cache_path(candidate.path), settings, *key) if cache and key else None
+        if hit is not None:  # the path as given this time, however it was spelled before
+            hit = replace(hit, path=str(candidate.path), cached=True)
+        if hit is not None and _report_present(hit, work):
+            rows.append(hit)
+            state.add(hit)
+        else:
+            fresh.append(candidate.path)
+    return fresh
+
+
+def _cache_path(path: str | Path) -> str:
+    return os.path.abspath(path)
+
+
+def _report_present(row: DumpRow, work: WorkOptions) -> bool:
+    expected = report_path(row.path, work)
+    if expected is None or row.failed:
+        return True
+    return row.report == str(expected) and expected.is_file()
+
+
+def _arrived(
+    row: DumpRow, cache: ScanCache | None, work: WorkOptions, rows: list[DumpRow], state: _Tally
+) -> None:
+    row = with_names(row, parse_name(Path(row.path).name, work.name_patterns))
+    rows.append(row)
+    state.add(row)
+    if cache is None or row.status not in (STATUS_OK, STATUS_ERROR):
+        return
+    if row.error and row.error.startswith(REPORT_FAILED):
+        return
+    key = _cache_key(Path(row.path))
+    if key is not None:
+        cache.put(_cache_path(row.path), settings_key(work), *key, row)
+    if state.done % 100 == 0:
+        cache.commit()

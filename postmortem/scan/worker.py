@@ -1,0 +1,127 @@
+"""Scan one dump: analyze it, sign it, write its report; a broken dump becomes an error row.
+
+This runs inside a worker process. It never raises for a bad dump: every failure, ours
+included, is a row with a one-line reason, so one dump never stops a scan.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from postmortem.analysis.analyze import Analysis, AnalyzeOptions, analyze_dump
+from postmortem.analysis.signature import (
+    SignatureRules,
+    compute_signature,
+    signature_input,
+)
+from postmortem.demangle import demangle
+from postmortem.errors import PostmortemError
+from postmortem.report.context import build_report
+from postmortem.report.render import render_report
+from postmortem.scan.names import DEFAULT_PATTERNS, NameFacts, parse_name
+from postmortem.scan.row import STATUS_ERROR, DumpRow, error_row
+
+REPORT_SUFFIXES = {"text": "txt", "md": "md", "html": "html", "json": "json"}
+REPORT_FAILED = "cannot write its report"
+"""How the error of a row whose dump was read but whose report could not be written starts;
+such rows are not cached, so the next scan tries again."""
+
+
+@dataclass(frozen=True, slots=True)
+class WorkOptions:
+    """Everything a worker needs to scan one dump."""
+
+    analyze: AnalyzeOptions
+    rules: SignatureRules
+    name_patterns: tuple[str, ...] = DEFAULT_PATTERNS
+    reports_dir: Path | None = None
+    """Where per-dump reports go; None: no reports."""
+    report_format: str = "html"
+
+
+def report_path(dump: str, options: WorkOptions) -> Path | None:
+    """Where the report of `dump` goes: its name made safe plus a hash of its path."""
+    if options.reports_dir is None:
+        return None
+    stem = re.sub(r"[^A-Za-z0-9._-]+", "_", Path(dump).name)[:80]
+    tag = hashlib.sha256(dump.encode("utf-8", "surrogateescape")).hexdigest()[:8]
+    suffix = REPORT_SUFFIXES[options.report_format]
+    return options.reports_dir / f"{stem}-{tag}.{suffix}"
+
+
+def scan_dump(path: Path, options: WorkOptions) -> DumpRow:
+    """The row of the dump at `path` (an error row when it cannot be analyzed)."""
+    started = time.monotonic()
+    names = parse_name(path.name, options.name_patterns)
+    try:
+        info = os.stat(path)
+    except OSError as error:
+        return with_names(error_row(str(path), 0, 0.0, STATUS_ERROR, _oneline(error)), names)
+    try:
+        analysis = analyze_dump(path, options.analyze)
+        row = _with_report(_row(path, analysis, info, names, options), analysis, options)
+    except PostmortemError as error:
+        message = _oneline(error)
+        row = error_row(str(path), info.st_size, info.st_mtime, STATUS_ERROR, message)
+    except Exception as error:  # a bug of ours must not stop the scan: say it in the row
+        message = f"internal error: {type(error).__name__}: {_oneline(error)}"
+        row = error_row(str(path), info.st_size, info.st_mtime, STATUS_ERROR, message)
+    return replace(with_names(row, names), seconds=round(time.monotonic() - started, 4))
+
+
+def _with_report(row: DumpRow, analysis: Analysis, options: WorkOptions) -> DumpRow:
+    target = report_path(row.path, options)
+    if target is None:
+        return row
+    try:
+        _write_report(analysis, target, options.report_format)
+    except OSError as error:  # the dump was read; only its report is missing
+        message = f"{REPORT_FAILED} {target}: {error.strerror or error}"
+        return error_row(row.path, row.size_bytes, row.mtime, STATUS_ERROR, message)
+    return replace(row, report=str(target))
+
+
+def _row(
+    path: Path, analysis: Analysis, info: os.stat_result, names: NameFacts, options: WorkOptions
+) -> DumpRow:
+    summary = analysis.summary
+    meta = summary.metadata
+    facts = signature_input(analysis)
+    signature = compute_signature(facts, options.rules, options.analyze.localize.path_maps)
+    when, source = float(info.st_mtime), "mtime"
+    if meta is not None and meta.timestamp > 0:
+        when, source = float(meta.timestamp), "metadata"
+    elif names.time is not None:
+        when, source = float(names.time), "name"
+    driver = f"{meta.driver_version[0]}.{meta.driver_version[1]}" if meta else None
+    return DumpRow(
+        path=str(path), size_bytes=info.st_size, mtime=info.st_mtime, status="ok", error=None,
+        time=when, time_source=source, host=names.host, pid=names.pid, driver_version=driver,
+        devices=tuple(d.name for d in summary.devices), exception=facts.exception,
+        kernel=demangle(facts.kernel) if facts.kernel else None,
+        fault_sites=len(analysis.sites), signature=signature,
+    )  # fmt: skip
+
+
+def with_names(row: DumpRow, names: NameFacts) -> DumpRow:
+    """`row` with the host, pid (and, lacking a better one, the time) its file name gives."""
+    if row.time_source == "mtime" and names.time is not None:
+        row = replace(row, time=float(names.time), time_source="name")
+    return replace(row, host=names.host, pid=names.pid)
+
+
+def _write_report(analysis: Analysis, target: Path, fmt: str) -> None:
+    text = render_report(build_report(analysis), fmt)
+    partial = target.with_name(f".{target.name}.{os.getpid()}.part")
+    partial.write_text(text, encoding="utf-8")
+    partial.replace(target)
+
+
+def _oneline(error: BaseException) -> str:
+    text = " ".join(str(error).split())
+    return text or type(error).__name__

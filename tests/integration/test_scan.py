@@ -1,0 +1,426 @@
+"""`postmortem scan` end to end, in a subprocess, on a copy of the fixture corpus."""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import jsonschema
+import numpy as np
+import pytest
+
+from postmortem.analysis.analyze import AnalyzeOptions
+from postmortem.analysis.signature import load_rules
+from postmortem.coredump.elf import SHDR_DTYPE
+from postmortem.coredump.tables import DEV_TABLE
+from postmortem.scan.index import build_index, render_index
+from postmortem.scan.run import ScanOptions, run_scan
+from postmortem.scan.worker import WorkOptions, report_path
+from tests.conftest import dump_paths, truth_of
+from tests.tooling import REPO, require_tool
+
+SCHEMA = json.loads((REPO / "postmortem" / "scan" / "scan-line.schema.json").read_text())
+OOB = REPO / "fixtures" / "dumps" / "oob_store.nvcudmp"
+DEFAULT_NAME = "core_1763800000_gpu-node-7_4242.nvcudmp"  # the driver's core_%t_%h_%p.nvcudmp
+DOTTED_NAME = "gpu-3.rack2.example.com.1234.1763800100"  # %h.%p.%t, no suffix at all
+
+
+def scan(*args: object, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "postmortem", "scan", *map(str, args)],
+        capture_output=True, text=True, timeout=timeout,
+    )  # fmt: skip
+
+
+def _broken(root: Path) -> dict[str, Path]:
+    """Broken dumps beside the good ones: truncated, corrupt headers, not a dump."""
+    data = OOB.read_bytes()
+    paths = {
+        "truncated": root / "broken" / "truncated.nvcudmp",
+        "corrupt": root / "broken" / "corrupt_sections",
+        "badgzip": root / "broken" / "cut.nvcudmp.gz",
+    }
+    paths["truncated"].parent.mkdir()
+    paths["truncated"].write_bytes(data[:4096])
+    corrupt = bytearray(data)
+    corrupt[0x28:0x30] = (len(data) - 10).to_bytes(8, "little")  # e_shoff past the end
+    paths["corrupt"].write_bytes(bytes(corrupt))
+    paths["badgzip"].write_bytes(gzip.compress(data)[:3000])
+    (root / "broken" / "readme.txt").write_text("not a dump")
+    return paths
+
+
+@pytest.fixture
+def corpus(tmp_path):
+    root = tmp_path / "dumps"
+    root.mkdir()
+    for path in dump_paths():
+        shutil.copy2(path, root / path.name)
+    (root / "fleet").mkdir()
+    shutil.copy2(OOB, root / "fleet" / DEFAULT_NAME)
+    shutil.copy2(OOB, root / "fleet" / DOTTED_NAME)
+    _broken(root)
+    return root
+
+
+def _snapshot(root: Path) -> dict[str, tuple[str, int]]:
+    return {
+        str(p.relative_to(root)): (hashlib.sha256(p.read_bytes()).hexdigest(), p.stat().st_mtime_ns)
+        for p in sorted(root.rglob("*")) if p.is_file()
+    }  # fmt: skip
+
+
+def _lines(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def _by_name(lines: list[dict]) -> dict[str, dict]:
+    return {Path(o["path"]).name: o for o in lines if o["type"] == "dump"}
+
+
+def test_scan_of_a_corpus_with_broken_dumps(corpus, tmp_path):
+    require_tool("nvdisasm")
+    # GIVEN the fixture corpus, two fleet-named copies and broken files
+    before = _snapshot(corpus)
+    out, reports = tmp_path / "out" / "scan.jsonl", tmp_path / "out" / "reports"
+    out.parent.mkdir()
+    # WHEN it is scanned
+    cache = tmp_path / "c.sqlite"
+    result = scan(corpus, "-j2", "--format", "json", "-o", out, "--reports", reports,
+                  "--report-format", "md", "--no-gdb", "--cache", cache)  # fmt: skip
+    # THEN the scan finished, says errors occurred, and left the inputs as they were
+    assert result.returncode == 4, result.stderr
+    assert _snapshot(corpus) == before
+    lines = _lines(out)
+    for line in lines:
+        jsonschema.validate(line, SCHEMA)
+    rows = _by_name(lines)
+    assert "readme.txt" not in rows
+    assert len(rows) == len(dump_paths()) + 2 + 3
+    errors = {name: row for name, row in rows.items() if row["status"] != "ok"}
+    assert set(errors) == {"truncated.nvcudmp", "corrupt_sections", "cut.nvcudmp.gz"}
+    assert "truncated at byte" in errors["truncated.nvcudmp"]["error"]
+    assert "cannot decompress" in errors["cut.nvcudmp.gz"]["error"]
+    assert all("\n" not in row["error"] for row in errors.values())
+    summary = lines[0]
+    assert summary["type"] == "scan" and summary["errors"] == 3 and not summary["interrupted"]
+    # per-dump reports are written and linked relative to the index
+    for row in rows.values():
+        if row["status"] == "ok":
+            assert (out.parent / row["report"]).is_file()
+            assert row["report"].startswith("reports/") and row["report"].endswith(".md")
+    # host and pid come from the names the CUDA_COREDUMP_FILE patterns make
+    assert (rows[DEFAULT_NAME]["host"], rows[DEFAULT_NAME]["pid"]) == ("gpu-node-7", 4242)
+    assert (rows[DOTTED_NAME]["host"], rows[DOTTED_NAME]["pid"]) == (
+        "gpu-3.rack2.example.com",
+        1234,
+    )
+    groups = [o for o in lines if o["type"] == "group"]
+    assert [g["count"] for g in groups] == sorted((g["count"] for g in groups), reverse=True)
+    top = groups[0]
+    assert {"host": "gpu-node-7", "count": 1} in top["hosts"] and 4242 in top["pids"]
+    assert sum(g["count"] for g in groups) == summary["ok"]
+
+
+def _signatures(lines: list[dict]) -> dict[str, str]:
+    return {name: row["signature"]["id"] for name, row in _by_name(lines).items()
+            if row["signature"]}  # fmt: skip
+
+
+def test_twins_share_signatures_and_distinct_faults_do_not(tmp_path):
+    require_tool("nvdisasm")
+    out = tmp_path / "scan.jsonl"
+    result = scan(REPO / "fixtures" / "dumps", "-j2", "--format", "json", "-o", out, "--no-cache")
+    assert result.returncode == 0, result.stderr
+    ids = _signatures(_lines(out))
+    by_truth: dict[tuple, set[str]] = {}
+    for path in dump_paths():
+        truth = truth_of(path)
+        fault = truth.get("fault") or {}
+        if truth.get("twin_of") and fault:
+            # a twin in the r400 row layout: same content, same signature as its original
+            assert ids[path.name] == ids[truth["twin_of"] + ".nvcudmp"], path.name
+        if fault.get("kernel") and fault.get("lineinfo"):
+            planted = (fault["exception"], fault["kernel"], fault["offset"],
+                       tuple(map(tuple, fault["expected_chain"][:3])))  # fmt: skip
+            by_truth.setdefault(planted, set()).add(ids[path.name])
+    # every planted fault has exactly one signature, and no two planted faults share one
+    assert all(len(found) == 1 for found in by_truth.values())
+    assert len({next(iter(found)) for found in by_truth.values()}) == len(by_truth) >= 5
+
+
+def test_j1_and_j2_give_identical_results(tmp_path):
+    require_tool("nvdisasm")
+    outs = []
+    for jobs in ("1", "2"):
+        out = tmp_path / f"j{jobs}.jsonl"
+        result = scan(REPO / "fixtures" / "dumps", "-j", jobs, "--format", "json", "-o", out,
+                      "--no-cache")  # fmt: skip
+        assert result.returncode == 0, result.stderr
+        lines = _lines(out)
+        for line in lines:
+            line.pop("seconds", None)
+        outs.append(lines)
+    assert outs[0] == outs[1]
+
+
+def _stable(lines: list[dict]) -> list[dict]:
+    volatile = ("cached", "seconds", "cache_hits")
+    return [{k: v for k, v in line.items() if k not in volatile} for line in lines]
+
+
+def _cache_hits(out: Path) -> int:
+    return _lines(out)[0]["cache_hits"]
+
+
+def test_cache_hits_on_rescan_and_invalidation(corpus, tmp_path):
+    require_tool("nvdisasm")
+    cache, out = tmp_path / "cache.sqlite", tmp_path / "scan.jsonl"
+    args = (corpus, "-j2", "--format", "json", "-o", out, "--cache", cache)
+    assert scan(*args).returncode == 4
+    first = _lines(out)
+    total = first[0]["dumps"]
+    assert _cache_hits(out) == 0
+    # unchanged: every row, broken ones included, comes from the cache, and says so
+    assert scan(*args).returncode == 4
+    assert _cache_hits(out) == total
+    assert all(o["cached"] for o in _lines(out) if o["type"] == "dump")
+    # same results either way (except the cached flag and timings)
+    assert _stable(_lines(out)) == _stable(first)
+    # a changed mtime, and changed table bytes behind an unchanged size and mtime
+    touched = corpus / "oob_store_r346.nvcudmp"
+    os.utime(touched, (1, 1))
+    edited = corpus / "fleet" / DEFAULT_NAME
+    info = edited.stat()
+    edited.write_bytes(_with_changed_table(edited.read_bytes()))
+    os.utime(edited, ns=(info.st_atime_ns, info.st_mtime_ns))
+    assert scan(*args).returncode == 4
+    assert _cache_hits(out) == total - 2
+    # --no-cache analyzes everything again
+    assert scan(*args, "--no-cache").returncode == 4
+    assert _cache_hits(out) == 0
+
+
+def _with_changed_table(data: bytes) -> bytes:
+    """The dump with one byte of its device table changed (the PCI bus id), same size."""
+    shoff = int.from_bytes(data[0x28:0x30], "little")
+    count = int.from_bytes(data[0x3C:0x3E], "little")
+    headers = np.frombuffer(data, SHDR_DTYPE, count, shoff)
+    (index,) = np.flatnonzero(headers["type"] == DEV_TABLE)
+    changed = bytearray(data)
+    changed[int(headers["offset"][index]) + 28] ^= 0x01
+    return bytes(changed)
+
+
+def test_since_leaves_out_older_dumps(tmp_path):
+    require_tool("nvdisasm")
+    root = tmp_path / "dumps"
+    root.mkdir()
+    old, new = root / "old.nvcudmp", root / "new.nvcudmp"
+    shutil.copy(OOB, old)  # r400 layout: no metadata timestamp, so the mtime counts
+    shutil.copy(OOB, new)
+    os.utime(old, (1_600_000_000, 1_600_000_000))  # 2020
+    out = tmp_path / "scan.jsonl"
+    result = scan(root, "--since", "2025-01-01", "--format", "json", "-o", out, "--no-cache")
+    assert result.returncode == 0, result.stderr
+    lines = _lines(out)
+    assert [Path(o["path"]).name for o in lines if o["type"] == "dump"] == ["new.nvcudmp"]
+    assert lines[0]["left_out"] == 1 and lines[0]["found"] == 2
+    result = scan(root, "--since", "last tuesday")
+    assert result.returncode == 2 and "--since" in result.stderr
+
+
+def test_a_dump_over_the_time_limit_becomes_a_timeout_row(tmp_path):
+    require_tool("nvdisasm")
+    # GIVEN dumps that each need an nvdisasm run, far longer than 10 ms
+    root = tmp_path / "dumps"
+    root.mkdir()
+    for name in ("a.nvcudmp", "b.nvcudmp"):
+        shutil.copy(OOB, root / name)
+    out = tmp_path / "scan.jsonl"
+    # WHEN each may take 10 ms only
+    result = scan(root, "-j1", "--timeout", "0.01", "--format", "json", "-o", out, "--no-cache")
+    # THEN both are timeout rows, the scan finished, and its status says errors occurred
+    assert result.returncode == 4, result.stderr
+    rows = _by_name(_lines(out))
+    assert {row["status"] for row in rows.values()} == {"timeout"}
+    assert all("no result within 0.01 s" in row["error"] for row in rows.values())
+
+
+def test_ctrl_c_writes_partial_results_and_exits_130(tmp_path):
+    require_tool("nvdisasm")
+    # GIVEN a scan of 150 dumps, one at a time, so that it lasts a few seconds
+    root = tmp_path / "dumps"
+    root.mkdir()
+    for number in range(150):
+        shutil.copy(OOB, root / f"dump{number:03d}.nvcudmp")
+    out, reports = tmp_path / "index.md", tmp_path / "reports"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "postmortem", "scan", root, "-j1", "--format", "md", "-o", out,
+         "--jsonl", tmp_path / "scan.jsonl", "--reports", reports, "--no-gdb", "--no-cache"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    # WHEN Ctrl-C arrives once a few dumps are done
+    deadline = time.monotonic() + 120
+    while len(list(reports.glob("*.md"))) < 3 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    _, stderr = proc.communicate(timeout=60)
+    # THEN the partial results are written and the exit status is 130
+    assert proc.returncode == 130, stderr
+    assert "interrupted" in stderr
+    summary = _lines(tmp_path / "scan.jsonl")[0]
+    assert summary["interrupted"] and 3 <= summary["dumps"] < 150
+    assert "Interrupted: partial results" in out.read_text()
+    assert "Traceback" not in stderr
+
+
+def test_html_index_escapes_hostile_kernel_names(tmp_path):
+    require_tool("nvdisasm")
+    out = tmp_path / "index.html"
+    hostile = REPO / "fixtures" / "dumps" / "hostile_names.nvcudmp"
+    result = scan(hostile, "--format", "html", "-o", out, "--no-cache")
+    assert result.returncode == 0, result.stderr
+    page = out.read_text()
+    assert "<script" not in page.lower() and "<img" not in page.lower()
+    assert "html::render&lt;html::script" in page  # the full name, shown as text
+    assert "http://" not in page and "https://" not in page  # self-contained
+
+
+def test_text_and_md_index_name_groups_and_errors(corpus, tmp_path):
+    require_tool("nvdisasm")
+    cache = tmp_path / "c.sqlite"
+    text = scan(corpus, "-j2", "--cache", cache)
+    assert text.returncode == 4
+    assert "signatures, 3 errors" in text.stdout.splitlines()[0]
+    assert "Warp Illegal Address in oob_kernel+0xd0" in text.stdout
+    assert "truncated.nvcudmp: error:" in text.stdout
+    assert "hosts: gpu-3.rack2.example.com, gpu-node-7" in text.stdout
+    md = scan(corpus, "-j2", "--cache", cache, "--format", "md")
+    assert md.returncode == 4
+    first = next(line for line in md.stdout.splitlines() if line.startswith("| 1 | "))
+    assert "| `Warp Illegal Address` | `oob_kernel` | 0xd0 |" in first
+    total = len(dump_paths()) + 5  # two fleet-named copies, three broken files
+    assert f"{total} found, {total} from the cache" in md.stdout  # the format is not a setting
+    assert "## Errors (3)" in md.stdout
+
+
+def test_signature_command_prints_components_and_matches_scan(tmp_path):
+    require_tool("nvdisasm")
+    dump = REPO / "fixtures" / "dumps" / "cutlass_like.nvcudmp"
+    rules = tmp_path / "rules.json"
+    rules.write_text(
+        json.dumps({"name": "cl", "library_paths": ["cutlass_like/arch/*"], "top_frames": 2})
+    )
+    text = subprocess.run([sys.executable, "-m", "postmortem", "signature", dump, "--rules", rules],
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert text.returncode == 0, text.stderr
+    assert "components: exception, kernel, offset, frames" in text.stdout
+    assert "kernel:     cutlass_like::device_kernel<>" in text.stdout
+    # the two library frames are skipped; the next two are the key
+    assert " L #0 include/cutlass_like/arch/memory.cuh:9" in text.stdout
+    assert "*  #2 include/cutlass_like/epilogue/predicated_tile_iterator.cuh:34" in text.stdout
+    as_json = subprocess.run([sys.executable, "-m", "postmortem", "signature", dump, "--json",
+                              "--rules", rules, tmp_path / "missing"],
+                             capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert as_json.returncode == 2 and "missing: cannot read" in as_json.stderr
+    sig = json.loads(as_json.stdout)
+    assert sig["skipped"] == 2 and len(sig["frames"]) == 2
+    out = tmp_path / "scan.jsonl"
+    assert scan(dump, "--rules", rules, "--format", "json", "-o", out, "--no-cache").returncode == 0
+    assert _by_name(_lines(out))["cutlass_like.nvcudmp"]["signature"]["id"] == sig["id"]
+
+
+def test_library_scan_groups_identical_dumps(tmp_path):
+    require_tool("nvdisasm")
+    root = tmp_path / "dumps"
+    root.mkdir()
+    for number in range(3):
+        shutil.copy(OOB, root / f"d{number}.nvcudmp")
+    work = WorkOptions(AnalyzeOptions(cuda_gdb=False), load_rules())
+    result = run_scan([root], ScanOptions(work, jobs=1))
+    assert len(result.groups) == 1 and result.groups[0].count == 3
+    assert "3 dumps  Warp Illegal Address in oob_kernel+0xd0" in render_index(
+        build_index(result), "text"
+    )
+
+
+def test_a_report_that_cannot_be_written_is_an_error_row_not_cached(tmp_path):
+    require_tool("nvdisasm")
+    root, reports, cache = tmp_path / "dumps", tmp_path / "reports", tmp_path / "c.sqlite"
+    root.mkdir()
+    shutil.copy(OOB, root / "a.nvcudmp")
+    shutil.copy(OOB, root / "b.nvcudmp")
+    work = WorkOptions(
+        AnalyzeOptions(cuda_gdb=False), load_rules(), reports_dir=reports, report_format="json"
+    )
+    blocked = report_path(str(root / "b.nvcudmp"), work)
+    blocked.mkdir(parents=True)  # a directory where b's report should go
+    out = tmp_path / "scan.jsonl"
+    args = (root, "--reports", reports, "--no-gdb", "--format", "json", "-o", out, "--cache", cache)
+    assert scan(*args).returncode == 4
+    rows = _by_name(_lines(out))
+    assert rows["a.nvcudmp"]["status"] == "ok"
+    assert rows["b.nvcudmp"]["error"].startswith(f"cannot write its report {blocked}")
+    blocked.rmdir()
+    assert scan(*args).returncode == 0
+    assert _cache_hits(out) == 1  # a's row; b is analyzed again and its report written
+    assert blocked.is_file()
+
+
+def test_cache_hits_however_the_directory_is_spelled(tmp_path, monkeypatch):
+    require_tool("nvdisasm")
+    root = tmp_path / "dumps"
+    root.mkdir()
+    shutil.copy(OOB, root / "a.nvcudmp")
+    out, cache = tmp_path / "scan.jsonl", tmp_path / "c.sqlite"
+    monkeypatch.chdir(tmp_path)
+    assert scan("dumps", "--format", "json", "-o", out, "--cache", cache).returncode == 0
+    assert scan(root, "--format", "json", "-o", out, "--cache", cache).returncode == 0
+    assert _cache_hits(out) == 1
+    assert _by_name(_lines(out))["a.nvcudmp"]["path"] == str(root / "a.nvcudmp")
+
+
+def test_an_empty_directory_is_a_scan_of_nothing(tmp_path):
+    (tmp_path / "empty").mkdir()
+    result = scan(tmp_path / "empty", "--no-cache")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("postmortem scan: 0 dumps, 0 signatures, 0 errors")
+
+
+def test_a_terminal_gets_a_progress_bar(tmp_path):
+    require_tool("nvdisasm")
+    # GIVEN standard error on a terminal (a pseudo-terminal here)
+    leader, follower = os.openpty()
+    out = tmp_path / "index.txt"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "postmortem", "scan", REPO / "fixtures" / "dumps", "-j2",
+         "--no-cache", "-o", out],
+        stdout=subprocess.DEVNULL, stderr=follower,
+    )  # fmt: skip
+    os.close(follower)
+    # WHEN the scan runs
+    seen = b""
+    while True:
+        try:
+            chunk = os.read(leader, 4096)
+        except OSError:  # the terminal closed with the scan
+            break
+        if not chunk:
+            break
+        seen += chunk
+    assert proc.wait(timeout=120) == 0
+    os.close(leader)
+    # THEN it drew the bar, with dumps done, errors, rate, and the end
+    text = seen.decode()
+    total = len(dump_paths())
+    assert f"] {total}/{total} dumps, 0 errors, " in text and "/s, done in " in text
+    assert "\r[" in text

@@ -1,0 +1,50 @@
+"""The scan's disassembly store: one nvdisasm run per (cubin, function), shared on disk."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from postmortem.cubin.nvdisasm import disassemble, set_store
+from postmortem.scan.disasm_store import ScanDisassemblyStore
+from tests.tooling import REPO, require_tool
+
+CUBINS = REPO / "fixtures" / "cubins"
+ENTRY = json.loads((CUBINS / "index.json").read_text())["cubins"]["oob_store.sm_90.v8"]
+
+
+@pytest.fixture
+def store_dir(tmp_path):
+    yield tmp_path / "disasm"
+    set_store(None)
+
+
+def test_a_second_process_finds_the_disassembly_on_disk(store_dir):
+    nvdisasm = require_tool("nvdisasm")
+    cubin = (REPO / "fixtures" / ENTRY["path"]).read_bytes()
+    symbol = ENTRY["kernels"][0]["symbol_index"]
+    # GIVEN one worker's store that disassembled a kernel
+    set_store(ScanDisassemblyStore(store_dir))
+    first = disassemble(cubin, symbol, nvdisasm=nvdisasm)
+    assert first.seconds > 0 and len(list(store_dir.glob("*.json"))) == 1
+    # WHEN another worker (a fresh store on the same directory) needs the same kernel
+    set_store(ScanDisassemblyStore(store_dir))
+    second = disassemble(cubin, symbol, nvdisasm=nvdisasm)
+    # THEN it parses the stored text instead of running nvdisasm
+    assert second.seconds == 0.0
+    assert second.listing == first.listing
+    assert second.tool_version == first.tool_version
+    # and without a store nvdisasm runs again
+    set_store(None)
+    assert disassemble(cubin, symbol, nvdisasm=nvdisasm).seconds > 0
+
+
+def test_a_store_without_a_directory_remembers_in_memory(store_dir):
+    nvdisasm = require_tool("nvdisasm")
+    cubin = (REPO / "fixtures" / ENTRY["path"]).read_bytes()
+    symbol = ENTRY["kernels"][0]["symbol_index"]
+    set_store(ScanDisassemblyStore(None))
+    first = disassemble(cubin, symbol, nvdisasm=nvdisasm)
+    assert disassemble(cubin, symbol, nvdisasm=nvdisasm) is first
+    assert not store_dir.exists()

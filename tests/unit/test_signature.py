@@ -1,0 +1,168 @@
+"""Crash signatures: name and path normalization, library frames, versioning, quality."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from postmortem.analysis.signature import (
+    SIGNATURE_VERSION,
+    SignatureInput,
+    SignatureRules,
+    compute_signature,
+    is_library,
+    load_rules,
+    normalize_name,
+    normalize_path,
+)
+from postmortem.analysis.source import PathMap
+from postmortem.cubin.sass import SourceFrame
+
+RULES = SignatureRules("test", ("cute/arch/*", "cub/*", "cuda_fp16.hpp"), 2)
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        ("void ns::k<float, 4>(float*, int)", "ns::k<>"),
+        ("float relu<float>(float)", "relu<>"),
+        ("void a::Kernel<a::Gemm<a::Shape<128, 128, 8>, a::Epi<float>>>(a::Params)", "a::Kernel<>"),
+        ("ns::Foo<int>::operator()(int) const", "ns::Foo<>::operator()"),
+        ("int ns::operator<<(int, int)", "ns::operator<<"),
+        ("void (anonymous namespace)::k<int>(int*)", "(anonymous namespace)::k<>"),
+        ("_Z10oob_kernelPfif", "oob_kernel"),
+        ("oob_kernel", "oob_kernel"),
+        # a function-pointer template argument: its parentheses are not the parameters
+        ("void k<&(float relu<float>(float))>(float*)", "k<>"),
+    ],
+)
+def test_normalize_name_collapses_templates_and_drops_parameters(name, expected):
+    assert normalize_name(name) == expected
+
+
+def test_normalize_name_demangles_hostile_fixture_kernel():
+    mangled = "_ZN4html6renderINS_6scriptENS_3imgEXadL_ZNS_7onerrorEfEEEEvPfif"
+    assert normalize_name(mangled) == "html::render<>"
+
+
+def test_normalize_path_applies_first_matching_map_and_normalizes():
+    maps = (PathMap("/build/ci/123/", "src/"), PathMap("/build/", "other/"))
+    assert normalize_path("/build/ci/123/include/./a/../store.cuh", maps) == "src/include/store.cuh"
+    assert normalize_path("C:\\src\\k.cu") == "C:/src/k.cu"
+    assert normalize_path("k.cu", maps) == "k.cu"
+
+
+@pytest.mark.parametrize(
+    ("file", "library"),
+    [
+        ("/usr/include/cute/arch/copy_sm90.hpp", True),
+        ("cute/arch/mma.hpp", True),
+        ("/opt/cub/block/block_load.cuh", True),
+        ("/usr/local/cuda/include/cuda_fp16.hpp", True),
+        ("/src/my_cuda_fp16.hpp", False),
+        ("/src/cute_arch/x.hpp", False),
+        ("/src/kernel.cu", False),
+    ],
+)
+def test_library_paths_match_whole_path_tails(file, library):
+    assert is_library(file, RULES) is library
+
+
+def _facts(chain, kernel="_Z1kPf", offset=0x40, exception=14, lines=True):
+    frames = tuple(SourceFrame(f, n) for f, n in chain)
+    return SignatureInput(exception, kernel, offset, frames, lines)
+
+
+def test_library_frames_are_skipped_up_to_first_in_app_frame():
+    chain = [("/i/cute/arch/copy.hpp", 5), ("/i/cub/load.cuh", 9), ("/s/a.cu", 3), ("/s/b.cu", 7)]
+    sig = compute_signature(_facts(chain), RULES)
+    assert sig.frames == ("/s/a.cu:3", "/s/b.cu:7")
+    assert sig.skipped == 2
+    assert [f.library for f in sig.all_frames] == [True, True, False, False]
+    assert len(sig.all_frames) == 4  # the full list is kept beside the short signature
+    assert sig.quality.in_app_frame and sig.quality.score == 3
+
+
+def test_all_library_frames_keep_the_innermost_and_lower_quality():
+    chain = [("/i/cute/arch/copy.hpp", 5), ("/i/cub/load.cuh", 9), ("/i/cub/x.cuh", 1)]
+    sig = compute_signature(_facts(chain), RULES)
+    assert sig.frames == ("/i/cute/arch/copy.hpp:5", "/i/cub/load.cuh:9")
+    assert sig.quality.score == 2 and not sig.quality.in_app_frame
+    assert "library" in (sig.quality.advice or "")
+
+
+def test_signature_ignores_load_address_and_frames_past_top():
+    chain = [("/s/a.cu", 3), ("/s/b.cu", 7)]
+    one = compute_signature(_facts(chain + [("/s/c.cu", 1)]), RULES)
+    two = compute_signature(_facts(chain + [("/s/d.cu", 9)]), RULES)
+    assert one.id == two.id  # only top_frames=2 frames count
+
+
+def test_distinct_offsets_lines_and_exceptions_give_distinct_signatures():
+    chain = [("/s/a.cu", 3)]
+    base = compute_signature(_facts(chain), RULES)
+    others = [
+        compute_signature(_facts(chain, offset=0x50), RULES),
+        compute_signature(_facts([("/s/a.cu", 4)]), RULES),
+        compute_signature(_facts(chain, exception=6), RULES),
+        compute_signature(_facts(chain, kernel="_Z1jPf"), RULES),
+    ]
+    assert len({base.id} | {s.id for s in others}) == 5
+    # the coarse key (exception + kernel) still joins the first two with the base
+    assert others[0].coarse_id == others[1].coarse_id == base.coarse_id
+    assert others[2].coarse_id != base.coarse_id
+
+
+def test_path_maps_make_two_build_machines_agree():
+    one = compute_signature(
+        _facts([("/home/alice/proj/k.cu", 3)]), RULES, (PathMap("/home/alice/", "/"),)
+    )
+    two = compute_signature(
+        _facts([("/builds/ci/proj/k.cu", 3)]), RULES, (PathMap("/builds/ci/", "/"),)
+    )
+    assert one.frames == two.frames == ("/proj/k.cu:3",)
+    assert one.id == two.id
+
+
+def test_key_is_versioned_and_records_rules_and_components():
+    sig = compute_signature(_facts([("/s/a.cu", 3)]), RULES)
+    assert sig.version == SIGNATURE_VERSION
+    assert sig.key.startswith(f"v{SIGNATURE_VERSION}|Warp Illegal Address|k|+0x40|")
+    assert sig.rules == f"test@{RULES.digest}"
+    assert sig.components == ("exception", "kernel", "offset", "frames")
+
+
+def test_no_line_info_says_rebuild_with_lineinfo():
+    sig = compute_signature(_facts([], lines=False), RULES)
+    assert sig.components == ("exception", "kernel", "offset")
+    assert sig.quality.score == 1
+    assert "-lineinfo" in (sig.quality.advice or "")
+
+
+def test_unresolved_pc_and_hang_have_honest_components():
+    sig = compute_signature(SignatureInput(14, None, None, (), None), RULES)
+    assert sig.kernel == "<unknown kernel>" and sig.components == ("exception",)
+    assert sig.quality.score == 0 and sig.quality.advice
+    hang = compute_signature(SignatureInput(None, "_Z1kPf", 0x80, (), None), RULES)
+    assert hang.exception == "no exception"
+
+
+def test_default_rules_are_packaged_data():
+    rules = load_rules()
+    assert rules.name == "default"
+    assert "cute/arch/*" in rules.library_paths and "cuda_fp16.hpp" in rules.library_paths
+    assert rules.top_frames >= 1
+
+
+def test_rules_file_is_read_and_checked(tmp_path):
+    path = tmp_path / "rules.json"
+    path.write_text(json.dumps({"name": "mine", "library_paths": ["x/*"], "top_frames": 1}))
+    assert load_rules(path) == SignatureRules("mine", ("x/*",), 1)
+    path.write_text(json.dumps({"library_paths": ["x/*"]}))
+    with pytest.raises(ValueError, match="top_frames"):
+        load_rules(path)
+
+
+def test_other_rules_change_the_rules_digest():
+    assert RULES.digest != SignatureRules("test", ("cub/*",), 2).digest
