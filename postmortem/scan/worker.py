@@ -66,7 +66,8 @@ def scan_dump(path: Path, options: WorkOptions) -> DumpRow:
         analysis = analyze_dump(path, options.analyze)
         row = _with_report(_row(path, analysis, info, names, options), analysis, options)
     except PostmortemError as error:
-        message = _oneline(error)
+        # Our errors start with the path; the row already names it.
+        message = _oneline(error).removeprefix(f"{path}: ")
         row = error_row(str(path), info.st_size, info.st_mtime, STATUS_ERROR, message)
     except Exception as error:  # a bug of ours must not stop the scan: say it in the row
         message = f"internal error: {type(error).__name__}: {_oneline(error)}"

@@ -110,6 +110,8 @@ def test_scan_of_a_corpus_with_broken_dumps(corpus, tmp_path):
     assert "truncated at byte" in errors["truncated.nvcudmp"]["error"]
     assert "cannot decompress" in errors["cut.nvcudmp.gz"]["error"]
     assert all("\n" not in row["error"] for row in errors.values())
+    # The row names the file; its reason does not repeat the path.
+    assert errors["truncated.nvcudmp"]["error"].startswith("truncated at byte")
     summary = lines[0]
     assert summary["type"] == "scan" and summary["errors"] == 3 and not summary["interrupted"]
     # per-dump reports are written and linked relative to the index
