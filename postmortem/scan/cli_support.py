@@ -121,9 +121,10 @@ def run(request: ScanRequest) -> tuple[ScanResult, str]:
 def summary_line(result: ScanResult, output: Path) -> str:
     """One line for standard error once the index is written to a file."""
     state = "interrupted; partial results" if result.interrupted else "done"
+    errors = len(result.errors)
     return (
         f"scan {state}: {len(result.rows)} dumps, {len(result.groups)} signatures, "
-        f"{len(result.errors)} errors; index written to {output}"
+        f"{errors} error{'' if errors == 1 else 's'}; index written to {output}"
     )
 
 
