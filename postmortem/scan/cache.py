@@ -5,6 +5,12 @@ An entry is keyed by the dump's path, size, modification time, content fingerpri
 signature's version, the rules, path maps, tools), and holds the row as JSON. It lives in
 one SQLite file outside the scanned trees (by default ``$XDG_CACHE_HOME/postmortem``), so a
 scan never writes where it reads.
+
+As in git's index, a file whose size, mtime, ctime, inode and device all equal what was
+recorded when its fingerprint was taken is not read again: no writer can change the bytes
+without moving ctime. A file modified within two seconds of being recorded ("racy"), and
+any file whose stat differs, is fingerprinted again and is a hit only if the fingerprint
+still matches.
 """
 
 from __future__ import annotations
@@ -12,20 +18,43 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
 from postmortem.errors import PostmortemError
 from postmortem.scan.row import DumpRow, row_from_dict, row_to_dict
 
-_SCHEMA = 1
+_SCHEMA = 2
 _CREATE = """
 create table if not exists rows (
     path text not null, settings text not null, size integer not null,
     mtime_ns integer not null, fingerprint text not null, row text not null,
+    ctime_ns integer not null, inode integer not null, device integer not null,
+    recorded_ns integer not null,
     primary key (path, settings)
 )
 """
+# A file whose mtime is this close to when it was recorded may have changed again within
+# the timestamp's granularity: it is always fingerprinted again.
+_RACY_NS = 2_000_000_000
+
+
+@dataclass(frozen=True, slots=True)
+class FileState:
+    """What stat says of a dump, and its fingerprint once taken."""
+
+    size: int
+    mtime_ns: int
+    ctime_ns: int
+    inode: int
+    device: int
+
+    @classmethod
+    def of(cls, info: os.stat_result) -> FileState:
+        return cls(info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_ino, info.st_dev)
 
 
 class ScanCacheError(PostmortemError):
@@ -64,16 +93,30 @@ class ScanCache:
         self.misses = 0
 
     def get(
-        self, path: str, settings: str, size: int, mtime_ns: int, print_: str
+        self, path: str, settings: str, state: FileState, fingerprint: Callable[[], str]
     ) -> DumpRow | None:
-        """The cached row, or None when there is none or the file has changed since."""
+        """The cached row, or None when there is none or the file has changed since.
+
+        `fingerprint` is called only when stat alone cannot vouch for the file.
+        """
         found = self._db.execute(
-            "select size, mtime_ns, fingerprint, row from rows where path = ? and settings = ?",
+            "select size, mtime_ns, fingerprint, row, ctime_ns, inode, device, recorded_ns "
+            "from rows where path = ? and settings = ?",
             (path, settings),
         ).fetchone()
-        if found is None or tuple(found[:3]) != (size, mtime_ns, print_):
+        if found is None or tuple(found[:2]) != (state.size, state.mtime_ns):
             self.misses += 1
             return None
+        same_inode = tuple(found[4:7]) == (state.ctime_ns, state.inode, state.device)
+        racy = state.mtime_ns >= found[7] - _RACY_NS
+        if not same_inode or racy:
+            try:
+                if fingerprint() != found[2]:
+                    self.misses += 1
+                    return None
+            except OSError:
+                self.misses += 1
+                return None
         try:
             row = row_from_dict(json.loads(found[3]))
         except (ValueError, KeyError, TypeError):  # written by another version: recompute
@@ -82,14 +125,13 @@ class ScanCache:
         self.hits += 1
         return row
 
-    def put(
-        self, path: str, settings: str, size: int, mtime_ns: int, print_: str, row: DumpRow
-    ) -> None:
+    def put(self, path: str, settings: str, state: FileState, print_: str, row: DumpRow) -> None:
         """Store `row` for `path` (committed by `commit` or on close)."""
         self._db.execute(
-            "insert or replace into rows values (?, ?, ?, ?, ?, ?)",
-            (path, settings, size, mtime_ns, print_, json.dumps(row_to_dict(row))),
-        )
+            "insert or replace into rows values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (path, settings, state.size, state.mtime_ns, print_, json.dumps(row_to_dict(row)),
+             state.ctime_ns, state.inode, state.device, time.time_ns()),
+        )  # fmt: skip
 
     def commit(self) -> None:
         self._db.commit()

@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 
 from postmortem import __version__
 from postmortem.analysis.signature import SIGNATURE_VERSION
-from postmortem.scan.cache import ScanCache
+from postmortem.scan.cache import FileState, ScanCache
 from postmortem.scan.discover import Candidate, iter_dumps
 from postmortem.scan.fingerprint import fingerprint
 from postmortem.scan.group import CoarseGroup, Group, coarse_groups, group_rows
@@ -91,9 +93,9 @@ def run_scan(
     cache = ScanCache(options.cache_path) if options.cache_path else None
     interrupted = False
     try:
-        fresh = _from_cache(todo, cache, options.work, rows, state)
+        fresh, seen = _from_cache(todo, cache, options.work, rows, state)
         pool = WorkerPool(options.jobs, options.work, options.timeout_s, memo=_memo(options))
-        pool.run(fresh, lambda row: _arrived(row, cache, options.work, rows, state))
+        pool.run(fresh, lambda row: _arrived(row, cache, seen, options.work, rows, state))
     except KeyboardInterrupt:
         interrupted = True
     finally:
@@ -140,10 +142,9 @@ class _Tally:
             self.progress(self.done, self.errors, self.total)
 
 
-def _cache_key(path: Path) -> tuple[int, int, str] | None:
+def _file_state(path: Path) -> FileState | None:
     try:
-        info = os.stat(path)
-        return info.st_size, info.st_mtime_ns, fingerprint(path)
+        return FileState.of(os.stat(path))
     except OSError:
         return None
 
@@ -154,9 +155,12 @@ def _from_cache(
     work: WorkOptions,
     rows: list[DumpRow],
     state: _Tally,
-) -> list[Path]:
-    """Rows for the unchanged dumps; the paths that need an analysis."""
+) -> tuple[list[Path], dict[str, tuple[FileState, str]]]:
+    """Rows for the unchanged dumps; the paths that need an analysis, with their stat and
+    fingerprint taken before it (a dump that changes while it is analyzed is then seen as
+    changed at the next scan)."""
     fresh: list[Path] = []
+    seen: dict[str, tuple[FileState, str]] = {}
     settings = settings_key(work)
     for candidate in todo:
         if candidate.unreadable is not None:
@@ -164,16 +168,24 @@ def _from_cache(
             rows.append(with_names(row, parse_name(candidate.path.name, work.name_patterns)))
             state.add(rows[-1])
             continue
-        key = _cache_key(candidate.path) if cache else None
-        hit = cache.get(_cache_path(candidate.path), settings, *key) if cache and key else None
+        state_now = _file_state(candidate.path) if cache else None
+        hit = None
+        if cache and state_now:
+            hit = cache.get(
+                _cache_path(candidate.path), settings, state_now,
+                partial(fingerprint, candidate.path),
+            )  # fmt: skip
         if hit is not None:  # the path as given this time, however it was spelled before
             hit = replace(hit, path=str(candidate.path), cached=True)
         if hit is not None and _report_present(hit, work):
             rows.append(hit)
             state.add(hit)
-        else:
-            fresh.append(candidate.path)
-    return fresh
+            continue
+        fresh.append(candidate.path)
+        if cache and state_now:
+            with contextlib.suppress(OSError):  # the analysis will say why it is unreadable
+                seen[str(candidate.path)] = (state_now, fingerprint(candidate.path))
+    return fresh, seen
 
 
 def _cache_path(path: str | Path) -> str:
@@ -188,7 +200,12 @@ def _report_present(row: DumpRow, work: WorkOptions) -> bool:
 
 
 def _arrived(
-    row: DumpRow, cache: ScanCache | None, work: WorkOptions, rows: list[DumpRow], state: _Tally
+    row: DumpRow,
+    cache: ScanCache | None,
+    seen: dict[str, tuple[FileState, str]],
+    work: WorkOptions,
+    rows: list[DumpRow],
+    state: _Tally,
 ) -> None:
     row = with_names(row, parse_name(Path(row.path).name, work.name_patterns))
     rows.append(row)
@@ -197,8 +214,8 @@ def _arrived(
         return
     if row.error and row.error.startswith(REPORT_FAILED):
         return
-    key = _cache_key(Path(row.path))
-    if key is not None:
-        cache.put(_cache_path(row.path), settings_key(work), *key, row)
+    if row.path in seen:
+        state_before, print_ = seen[row.path]
+        cache.put(_cache_path(row.path), settings_key(work), state_before, print_, row)
     if state.done % 100 == 0:
         cache.commit()
