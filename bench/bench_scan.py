@@ -121,6 +121,25 @@ def _line(label: str, run: dict[str, float]) -> str:
     )
 
 
+_SPIN = "x = 0\nfor i in range(20_000_000):\n    x += i * i\n"
+
+
+def machine_scaling() -> float:
+    """How much faster two CPU-bound processes finish their work than one does alone: the
+    ceiling for -j2 on this machine (shared or throttled cores give less than 2)."""
+
+    def wall(copies: int) -> float:
+        start = time.perf_counter()
+        spins = [subprocess.Popen([sys.executable, "-c", _SPIN]) for _ in range(copies)]
+        for spin in spins:
+            spin.wait()
+        return time.perf_counter() - start
+
+    one = min(wall(1) for _ in range(3))
+    two = min(wall(2) for _ in range(3))
+    return 2 * one / two
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--count", type=int, default=1000)
@@ -166,7 +185,11 @@ def report(root: Path, work: Path, baseline: bool) -> None:
         runs.append(run_child(root, 1, None, memo=False))
         print(_line("cold -j1, no cache, no disasm store", runs[-1]))
     scaling = j1["seconds"] / j2["seconds"]
-    print(f"scaling -j2 / -j1: {scaling:.2f}x (2.00 is linear)")
+    machine = machine_scaling()
+    print(
+        f"scaling -j2 / -j1: {scaling:.2f}x (2.00 is linear; on this machine two CPU-bound "
+        f"processes get through {machine:.2f}x the work of one: the practical ceiling here)"
+    )
     if baseline:
         print(
             f"disassembly store: cold -j1 {runs[-1]['seconds'] / j1['seconds']:.1f}x faster with it"

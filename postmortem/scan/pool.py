@@ -16,7 +16,7 @@ import signal
 import time
 from collections import deque
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
 from multiprocessing.process import BaseProcess
 from pathlib import Path
@@ -28,14 +28,23 @@ from postmortem.scan.row import STATUS_CRASHED, STATUS_TIMEOUT, DumpRow, error_r
 from postmortem.scan.worker import WorkOptions, scan_dump
 
 _TICK_S = 0.2
+# Dumps handed to a worker ahead of time: it starts the next one as soon as it sends a row,
+# instead of idling until the parent (on a busy machine, late) hands it more.
+_IN_FLIGHT = 2
 
 
 @dataclass(slots=True)
 class _Slot:
     process: BaseProcess
     conn: Connection
-    task: Path | None = None
+    tasks: deque[Path] = field(default_factory=deque)
+    """Sent to the worker, in order; the first is the one it works on."""
     started: float = 0.0
+    """When the worker started on the first task."""
+
+    @property
+    def task(self) -> Path | None:
+        return self.tasks[0] if self.tasks else None
 
 
 def _context() -> Any:
@@ -100,10 +109,11 @@ class WorkerPool:
         return _Slot(process, parent)
 
     def _assign(self, slot: _Slot, pending: deque[Path]) -> None:
-        slot.task = pending.popleft() if pending else None
-        if slot.task is not None:
-            slot.started = time.monotonic()
-            slot.conn.send(slot.task)
+        while pending and len(slot.tasks) < _IN_FLIGHT:
+            if not slot.tasks:
+                slot.started = time.monotonic()
+            slot.tasks.append(pending.popleft())
+            slot.conn.send(slot.tasks[-1])
 
     def _step(self, pending: deque[Path], on_row: Callable[[DumpRow], None]) -> None:
         busy = {slot.conn: slot for slot in self._slots if slot.task is not None}
@@ -113,24 +123,29 @@ class WorkerPool:
             slot = busy[conn]  # type: ignore[index]
             try:
                 row: DumpRow = slot.conn.recv()
+                slot.tasks.popleft()
+                slot.started = time.monotonic()  # the worker went on to the next one
             except (EOFError, OSError):
-                row = self._lost(slot, f"worker process died ({self._exit(slot)})", STATUS_CRASHED)
+                message = f"worker process died ({self._exit(slot)})"
+                row = self._lost(slot, message, STATUS_CRASHED, pending)
             on_row(row)
             self._assign(slot, pending)
         now = time.monotonic()
         for slot in self._slots:
             if slot.task is not None and now - slot.started > self._timeout_s:
                 message = f"no result within {self._timeout_s:g} s (--timeout); worker killed"
-                on_row(self._lost(slot, message, STATUS_TIMEOUT))
+                on_row(self._lost(slot, message, STATUS_TIMEOUT, pending))
                 self._assign(slot, pending)
 
-    def _lost(self, slot: _Slot, message: str, status: str) -> DumpRow:
-        """An error row for the slot's dump; the slot gets a fresh worker."""
+    def _lost(self, slot: _Slot, message: str, status: str, pending: deque[Path]) -> DumpRow:
+        """An error row for the slot's dump; the slot gets a fresh worker, and the dumps
+        sent ahead to the old one go back to the front of the queue."""
         assert slot.task is not None
-        path, elapsed = slot.task, time.monotonic() - slot.started
+        path, elapsed = slot.tasks.popleft(), time.monotonic() - slot.started
+        pending.extendleft(reversed(slot.tasks))
         self._kill(slot)
         fresh = self._start()
-        slot.process, slot.conn, slot.task = fresh.process, fresh.conn, None
+        slot.process, slot.conn, slot.tasks = fresh.process, fresh.conn, deque()
         try:
             info = os.stat(path)
             size, mtime = info.st_size, info.st_mtime
