@@ -1,9 +1,10 @@
 """Host, process id and time from a dump's file name, when a `CUDA_COREDUMP_FILE` pattern made it.
 
 `CUDA_COREDUMP_FILE` may hold ``%h`` (host name), ``%p`` (process id) and ``%t`` (time of the
-dump, Unix seconds). Without it the driver names a dump ``core_%t_%h_%p.nvcudmp``. The
-patterns tried, first match wins: the user's own (``--name-pattern``), then that default,
-then ``%h.%p.%t`` (the one the CUDA documentation suggests) and ``%h_%p_%t``. A ``.gz``
+dump, Unix seconds). Without it the driver picks the name; NVIDIA's manuals have given two
+defaults, ``core_%t_%h_%p.nvcudmp`` (cuda-gdb's) and ``core.cuda.%h.%p`` (the driver API's
+`CU_COREDUMP_FILE`), and both are recognised. The patterns tried, first match wins: the
+user's own (``--name-pattern``), then those defaults, then ``%h.%p.%t`` and ``%h_%p_%t``. A ``.gz``
 suffix is ignored. These are facets of a group, never part of a signature.
 """
 
@@ -14,7 +15,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
-DEFAULT_PATTERNS = ("core_%t_%h_%p.nvcudmp", "%h.%p.%t", "%h.%p.%t.nvcudmp", "%h_%p_%t")
+DEFAULT_PATTERNS = (
+    "core_%t_%h_%p.nvcudmp",
+    "core.cuda.%h.%p",
+    "%h.%p.%t",
+    "%h.%p.%t.nvcudmp",
+    "%h_%p_%t",
+)
 # %t must be a plausible Unix time: 2001-09-09 .. 2286-11-20 (ten digits)
 _FIELDS = {"h": r"(?P<host>[^/]+?)", "p": r"(?P<pid>\d{1,10})", "t": r"(?P<time>\d{10})"}
 

@@ -14,6 +14,8 @@ from postmortem.scan.since import parse_since
         # the driver's default name, core_%t_%h_%p.nvcudmp
         ("core_1763800000_gpu-node-7_4242.nvcudmp", "gpu-node-7", 4242, 1763800000),
         ("core_1763800000_gpu_node_7_4242.nvcudmp.gz", "gpu_node_7", 4242, 1763800000),
+        # core.cuda.%h.%p, the driver API manual's default: no time
+        ("core.cuda.gpu-3.rack2.5150", "gpu-3.rack2", 5150, None),
         # %h.%p.%t, with a host name that has dots of its own
         ("gpu-3.rack2.example.com.1234.1763800100", "gpu-3.rack2.example.com", 1234, 1763800100),
         ("gpu-3.1234.1763800100.nvcudmp", "gpu-3", 1234, 1763800100),
