@@ -50,8 +50,9 @@ def md_cell(value: object) -> str:
     return md_code(value).replace("|", "\\|")
 
 
-@cache
-def _environment(color: bool) -> jinja2.Environment:
+def template_environment() -> jinja2.Environment:
+    """A fresh environment over `templates/`: HTML autoescaped, undefined names an error,
+    and the Markdown escaping filters."""
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(templates_dir()),
         autoescape=jinja2.select_autoescape(enabled_extensions=("html.j2",), default=False),
@@ -63,6 +64,12 @@ def _environment(color: bool) -> jinja2.Environment:
     env.filters["md_code"] = md_code
     env.filters["md_cell"] = md_cell
     env.filters["md_text"] = md_text
+    return env
+
+
+@cache
+def _environment(color: bool) -> jinja2.Environment:
+    env = template_environment()
     env.filters["style"] = (
         (lambda text, name: f"\033[{_ANSI[name]}m{text}\033[0m")
         if color

@@ -14,7 +14,7 @@ import jinja2
 from postmortem import __version__
 from postmortem.analysis.signature import SIGNATURE_VERSION, Signature
 from postmortem.model import describe_exception
-from postmortem.report.render import md_cell, md_code, md_text, templates_dir
+from postmortem.report.render import template_environment
 from postmortem.scan.group import CoarseGroup, Group
 from postmortem.scan.row import DumpRow
 from postmortem.scan.run import ScanResult
@@ -131,18 +131,7 @@ def json_lines(index: dict[str, Any]) -> str:
 
 @cache
 def _environment() -> jinja2.Environment:
-    env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(templates_dir()),
-        autoescape=jinja2.select_autoescape(enabled_extensions=("html.j2",), default=False),
-        undefined=jinja2.StrictUndefined,
-        trim_blocks=True,
-        lstrip_blocks=True,
-        keep_trailing_newline=True,
-    )
-    env.filters["md_code"] = md_code
-    env.filters["md_cell"] = md_cell
-    env.filters["md_text"] = md_text
-    return env
+    return template_environment()
 
 
 def render_index(index: dict[str, Any], fmt: str) -> str:
