@@ -10,7 +10,7 @@ import sys
 import traceback
 from collections.abc import Callable
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import click
 
@@ -33,6 +33,7 @@ EXIT_BAD_INPUT = 2
 EXIT_TOOL = 3
 
 T = TypeVar("T")
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 def _run(debug: bool, action: Callable[[], T]) -> T:
@@ -58,6 +59,36 @@ def _run(debug: bool, action: Callable[[], T]) -> T:
         sys.exit(EXIT_INTERNAL)
 
 
+def _path_maps(
+    _ctx: click.Context, _param: click.Parameter, values: tuple[str, ...]
+) -> tuple[PathMap, ...]:
+    try:
+        return tuple(PathMap.parse(value) for value in values)
+    except ValueError as error:
+        raise click.BadParameter(str(error)) from None
+
+
+_debug_option = click.option("--debug", is_flag=True, help="Show the traceback of an error.")
+
+
+def _map_path_option(help_text: str) -> Callable[[F], F]:
+    return click.option(
+        "--map-path", "path_maps", multiple=True, callback=_path_maps, metavar="OLD=NEW",
+        help=help_text,
+    )  # fmt: skip
+
+
+def _source_dir_option(help_text: str) -> Callable[[F], F]:
+    return click.option(
+        "--source-dir", "source_dirs", multiple=True,
+        type=click.Path(path_type=Path, file_okay=False), help=help_text,
+    )  # fmt: skip
+
+
+def _tool_option(flag: str, name: str, help_text: str) -> Callable[[F], F]:
+    return click.option(flag, name, type=click.Path(path_type=Path, dir_okay=False), help=help_text)
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="postmortem")
 def main() -> None:
@@ -71,7 +102,7 @@ def main() -> None:
 @main.command()
 @click.argument("core", type=click.Path(path_type=Path, dir_okay=False))
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
-@click.option("--debug", is_flag=True, help="Show the traceback of an error.")
+@_debug_option
 def info(core: Path, as_json: bool, debug: bool) -> None:
     """Print what the native reader finds in CORE: devices, grids, faults, modules.
 
@@ -84,15 +115,6 @@ def info(core: Path, as_json: bool, debug: bool) -> None:
         return render_info_json(summary) if as_json else render_info_text(summary)
 
     click.echo(_run(debug, action), nl=False)
-
-
-def _path_maps(
-    _ctx: click.Context, _param: click.Parameter, values: tuple[str, ...]
-) -> tuple[PathMap, ...]:
-    try:
-        return tuple(PathMap.parse(value) for value in values)
-    except ValueError as error:
-        raise click.BadParameter(str(error)) from None
 
 
 @main.command()
@@ -118,21 +140,8 @@ def _path_maps(
     type=click.IntRange(0, 1000),
     help="Instructions shown before and after the faulting one.",
 )
-@click.option(
-    "--source-dir",
-    "source_dirs",
-    multiple=True,
-    type=click.Path(path_type=Path, file_okay=False),
-    help="Where to look for the sources named by the line table (repeatable).",
-)
-@click.option(
-    "--map-path",
-    "path_maps",
-    multiple=True,
-    callback=_path_maps,
-    metavar="OLD=NEW",
-    help="Rewrite a build-machine path prefix (repeatable).",
-)
+@_source_dir_option("Where to look for the sources named by the line table (repeatable).")
+@_map_path_option("Rewrite a build-machine path prefix (repeatable).")
 @click.option(
     "--mode",
     type=click.Choice(("auto", "fault", "hang")),
@@ -141,17 +150,14 @@ def _path_maps(
     help="hang: where every warp is stuck and why (auto: when the dump records no exception).",
 )
 @click.option("--no-disasm", is_flag=True, help="Do not run nvdisasm: native facts only.")
-@click.option(
+@_tool_option(
     "--nvdisasm",
-    type=click.Path(path_type=Path, dir_okay=False),
-    help="The nvdisasm to use (default: $POSTMORTEM_NVDISASM, PATH, CUDA, the wheel).",
+    "nvdisasm",
+    "The nvdisasm to use (default: $POSTMORTEM_NVDISASM, PATH, CUDA, the wheel).",
 )
 @click.option("--no-gdb", is_flag=True, help="Do not ask cuda-gdb for a second opinion.")
-@click.option(
-    "--cuda-gdb",
-    "cuda_gdb",
-    type=click.Path(path_type=Path, dir_okay=False),
-    help="The cuda-gdb to use (default: $POSTMORTEM_CUDA_GDB, PATH, CUDA).",
+@_tool_option(
+    "--cuda-gdb", "cuda_gdb", "The cuda-gdb to use (default: $POSTMORTEM_CUDA_GDB, PATH, CUDA)."
 )
 @click.option(
     "--timeout",
@@ -166,7 +172,7 @@ def _path_maps(
     is_flag=True,
     help="List every faulting lane's address (else the first 8 in text, 32 in md, 1024 in html).",
 )
-@click.option("--debug", is_flag=True, help="Show the traceback of an error.")
+@_debug_option
 def analyze(
     core: Path,
     fmt: str,
@@ -223,7 +229,7 @@ def analyze(
     help="Directory to write the cubins and index.json / index.txt into.",
 )  # fmt: skip
 @click.option("--force", is_flag=True, help="Overwrite files that exist already.")
-@click.option("--debug", is_flag=True, help="Show the traceback of an error.")
+@_debug_option
 def extract(core: Path, out_dir: Path, force: bool, debug: bool) -> None:
     """Write every cubin in CORE (relocated and non-relocated) into a directory.
 
@@ -292,21 +298,8 @@ def extract(core: Path, out_dir: Path, force: bool, debug: bool) -> None:
     type=click.FloatRange(min=0.01),
     help="Seconds one dump may take; past it, it becomes a timeout row.",
 )
-@click.option(
-    "--map-path",
-    "path_maps",
-    multiple=True,
-    callback=_path_maps,
-    metavar="OLD=NEW",
-    help="Rewrite a build-machine path prefix, in signatures and reports (repeatable).",
-)
-@click.option(
-    "--source-dir",
-    "source_dirs",
-    multiple=True,
-    type=click.Path(path_type=Path, file_okay=False),
-    help="Where the reports look for sources (repeatable).",
-)
+@_map_path_option("Rewrite a build-machine path prefix, in signatures and reports (repeatable).")
+@_source_dir_option("Where the reports look for sources (repeatable).")
 @click.option(
     "--rules",
     type=click.Path(path_type=Path, dir_okay=False, exists=True),
@@ -328,17 +321,10 @@ def extract(core: Path, out_dir: Path, force: bool, debug: bool) -> None:
 )
 @click.option("--no-cache", is_flag=True, help="Analyze every dump again; do not use the cache.")
 @click.option("--no-disasm", is_flag=True, help="Do not run nvdisasm (signatures without frames).")
-@click.option(
-    "--nvdisasm", type=click.Path(path_type=Path, dir_okay=False), help="The nvdisasm to use."
-)
+@_tool_option("--nvdisasm", "nvdisasm", "The nvdisasm to use.")
 @click.option("--no-gdb", is_flag=True, help="No cuda-gdb cross-check in the per-dump reports.")
-@click.option(
-    "--cuda-gdb",
-    "cuda_gdb",
-    type=click.Path(path_type=Path, dir_okay=False),
-    help="The cuda-gdb to use.",
-)
-@click.option("--debug", is_flag=True, help="Show the traceback of an error.")
+@_tool_option("--cuda-gdb", "cuda_gdb", "The cuda-gdb to use.")
+@_debug_option
 def scan(roots: tuple[Path, ...], **settings: object) -> None:
     """Find every CUDA coredump under DIR... and group them by crash signature.
 
@@ -363,24 +349,15 @@ def scan(roots: tuple[Path, ...], **settings: object) -> None:
 @click.argument("cores", nargs=-1, required=True, metavar="CORE...",
                 type=click.Path(path_type=Path, dir_okay=False))  # fmt: skip
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (one object per line).")
-@click.option(
-    "--map-path",
-    "path_maps",
-    multiple=True,
-    callback=_path_maps,
-    metavar="OLD=NEW",
-    help="Rewrite a build-machine path prefix (repeatable).",
-)
+@_map_path_option("Rewrite a build-machine path prefix (repeatable).")
 @click.option(
     "--rules",
     type=click.Path(path_type=Path, dir_okay=False, exists=True),
     help="Signature rules (JSON); default: the packaged ones.",
 )
 @click.option("--no-disasm", is_flag=True, help="Do not run nvdisasm (no frames).")
-@click.option(
-    "--nvdisasm", type=click.Path(path_type=Path, dir_okay=False), help="The nvdisasm to use."
-)
-@click.option("--debug", is_flag=True, help="Show the traceback of an error.")
+@_tool_option("--nvdisasm", "nvdisasm", "The nvdisasm to use.")
+@_debug_option
 def signature(cores: tuple[Path, ...], **settings: object) -> None:
     """Print the crash signature of each CORE and the components it is made of.
 
