@@ -120,9 +120,10 @@ def address_spread(lanes: Sequence[LaneAddress]) -> AddressSpread | None:
     strides: Counter[int] = Counter()
     for members in by_warp.values():
         for first, second in zip(members, members[1:], strict=False):
+            step = second.lane - first.lane
             delta = (second.address or 0) - (first.address or 0)
-            if delta % (second.lane - first.lane) == 0:
-                strides[delta // (second.lane - first.lane)] += 1
+            if step > 0 and delta % step == 0:  # a corrupt dump may repeat a lane id
+                strides[delta // step] += 1
     stride = strides.most_common(1)[0][0] if strides else None
     irregular: list[tuple[int, int]] = []
     if stride is not None:

@@ -10,11 +10,14 @@ from postmortem.coredump import Coredump
 from postmortem.cubin.nvinfo import KernelInfo, NvInfoError, read_kernel_info
 from postmortem.model import Grid
 
-# Device pointers are user-space virtual addresses: above the first 64 KiB and below the
-# 57-bit limit of 5-level paging. Anything else in an 8-byte slot is a count, a float pair
-# or a flag.
-_LOWEST_POINTER = 0x1_0000
+# Device pointers are user-space virtual addresses above 4 GiB (the driver maps device
+# memory high) and below the 57-bit limit of 5-level paging. Anything else in an 8-byte slot
+# is a count, a size, a float pair or a flag.
+_LOWEST_POINTER = 1 << 32
 _HIGHEST_POINTER = 1 << 57
+# Without the cubin's parameter layout, the slots shown: parameters beyond this are rare,
+# and constant bank 0 goes on for 64 KiB.
+_UNLAID_SLOTS = 64
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,8 +46,7 @@ class KernelArguments:
     """".nv.info" (the cubin's parameter offsets and sizes) or "8-byte slots"."""
     arguments: tuple[KernelArgument, ...]
     nearest: KernelArgument | None
-    """The pointer the address is attributed to: the closest one at or below it, else the
-    closest above it."""
+    """The pointer the address is attributed to: the closest one, above or below."""
 
 
 def read_arguments(
@@ -63,7 +65,8 @@ def read_arguments(
         spans = [(p.ordinal, p.offset, p.size_bytes) for p in info.params]
         layout = ".nv.info"
     else:
-        spans = [(None, offset, 8) for offset in range(0, len(data) - len(data) % 8, 8)]
+        usable = min(len(data) - len(data) % 8, 8 * _UNLAID_SLOTS)
+        spans = [(None, offset, 8) for offset in range(0, usable, 8)]
         layout = "8-byte slots"
     arguments = tuple(_argument(data, span, address) for span in spans if span[1] < len(data))
     return KernelArguments(source, layout, arguments, _nearest(arguments)), None
@@ -103,8 +106,7 @@ def _argument(
 
 
 def _nearest(arguments: Sequence[KernelArgument]) -> KernelArgument | None:
+    # The closest pointer either way: `out[-1]` lies just below `out`, not far above
+    # whichever buffer happens to start lower.
     pointers = [a for a in arguments if a.distance is not None]
-    at_or_below = [a for a in pointers if (a.distance or 0) >= 0]
-    if at_or_below:
-        return min(at_or_below, key=lambda a: a.distance or 0)
-    return min(pointers, key=lambda a: abs(a.distance or 0), default=None)
+    return min(pointers, key=lambda a: (abs(a.distance or 0), -(a.distance or 0)), default=None)

@@ -54,7 +54,12 @@ def examine(
         return Forensics(None, None, (), "", None, (), arguments, (note, *why))
     notes: list[str] = []
     lanes, lane_set = lane_addresses(core, access, faults)
-    if not lanes:
+    if not lanes and any(f.warp_record is not None for f in faults):
+        notes.append(
+            "no active lane of the faulting warp is at the error PC: the exception is "
+            "imprecise (the lanes moved on), so their registers no longer hold the address"
+        )
+    elif not lanes:
         notes.append(
             "no lane registers: the faulting warp is not in the dump (an SM-level fault "
             "whose warp has exited)"

@@ -20,6 +20,9 @@ import jinja2
 FORMATS = ("text", "md", "html", "json")
 _TEMPLATES = {"text": "report.txt.j2", "md": "report.md.j2", "html": "report.html.j2"}
 _ANSI = {"bold": "1", "red": "31", "yellow": "33", "green": "32", "dim": "2"}
+# Line endings (CommonMark counts a lone CR too) and other C0 controls: inside a code span or
+# a line of prose they could end it and start an HTML block.
+_CONTROLS = re.compile(r"[\x00-\x1f\x7f]")
 
 
 def templates_dir() -> Path:
@@ -33,7 +36,7 @@ def templates_dir() -> Path:
 
 def md_code(value: object) -> str:
     """`value` as a Markdown code span, safe whatever backticks it holds."""
-    text = str(value).replace("\n", " ")
+    text = _CONTROLS.sub(" ", str(value))
     longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
     fence = "`" * (longest + 1)
     pad = " " if text.startswith("`") or text.endswith("`") else ""
@@ -42,7 +45,7 @@ def md_code(value: object) -> str:
 
 def md_text(value: object) -> str:
     """Prose for Markdown: HTML metacharacters escaped, so names in messages stay text."""
-    return html.escape(str(value), quote=False)
+    return html.escape(_CONTROLS.sub(" ", str(value)), quote=False)
 
 
 def md_cell(value: object) -> str:

@@ -150,6 +150,8 @@ def _signature_or_error(core: Path, values: Mapping[str, Any]) -> tuple[str, str
         return signature_text(core, values), None
     except PostmortemError as error:
         return "", f"error: {error}"
+    except Exception as error:  # a bug of ours: the other dumps are still signed
+        return "", f"internal error: {core}: {type(error).__name__}: {error} (rerun with --debug)"
 
 
 def signature_text(core: Path, values: Mapping[str, Any]) -> str:

@@ -13,11 +13,14 @@ from pathlib import Path
 import pytest
 
 from postmortem import open_coredump
+from postmortem.analysis.address import LaneAddress, address_spread
 from postmortem.analysis.analyze import AnalyzeOptions, analyze_dump
+from postmortem.analysis.arguments import read_arguments
 from postmortem.analysis.census import fault_census
 from postmortem.analysis.fault import FaultSite, LocalizeOptions, localize
 from postmortem.analysis.region import check_addresses
-from postmortem.coredump import find_faults
+from postmortem.analysis.state import kernel_code
+from postmortem.coredump import CodeMap, find_faults
 from postmortem.cubin.operands import decode_access
 from postmortem.cubin.sass import parse_sass
 from tests.conftest import DUMPS, dump_paths, truth_of
@@ -244,3 +247,29 @@ def test_a_generic_address_in_a_window_is_checked_as_that_space(window, offset, 
         checks = check_addresses(core, access, faults, [base[window] + offset])
     # THEN it is judged as a shared or local offset (this dump has neither size), not global
     assert [(c.check, c.verdict) for c in checks] == [(check, verdict)]
+
+
+def test_an_address_just_below_a_pointer_is_attributed_to_it():
+    # GIVEN consumer(buffer, out, n): `out[-1]` lies 4 bytes below arg1 and far above arg0
+    path = DUMPS / "two_modules.nvcudmp"
+    grid_id = truth_of(path)["fault"]["grid_id"]
+    with open_coredump(path) as core:
+        code_map = CodeMap(core)
+        grid = core.find_grid(0, grid_id)
+        location, function = kernel_code(core, code_map, 0, grid_id)
+        cubin = code_map.image_bytes(location.module_handle)
+        out = int.from_bytes(core.params(grid)[8:16], "little")
+        # WHEN the arguments are read against that address
+        arguments, _ = read_arguments(core, grid, cubin, function.name, out - 4)
+    # THEN it is arg1 - 0x4
+    assert arguments is not None and arguments.nearest is not None
+    assert (arguments.nearest.ordinal, arguments.nearest.distance) == (1, -4)
+
+
+def test_a_repeated_lane_id_does_not_break_the_spread():
+    lanes = [
+        LaneAddress(0, 3, 2, lane, (5, 0, 0), (64 + lane, 0, 0), 0x1000 + 4 * lane, (), ())
+        for lane in (3, 3, 4, 5)
+    ]
+    spread = address_spread(lanes)
+    assert spread is not None and spread.stride_bytes == 4
