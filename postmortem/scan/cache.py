@@ -15,6 +15,7 @@ still matches.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sqlite3
@@ -27,7 +28,7 @@ from types import TracebackType
 from postmortem.errors import PostmortemError
 from postmortem.scan.row import DumpRow, row_from_dict, row_to_dict
 
-_SCHEMA = 2
+_SCHEMA = 3
 _CREATE = """
 create table if not exists rows (
     path text not null, settings text not null, size integer not null,
@@ -57,6 +58,11 @@ class FileState:
         return cls(info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_ino, info.st_dev)
 
 
+def _key(path: str) -> bytes:
+    # The file system's own bytes: a name that is not UTF-8 is still a key.
+    return os.fsencode(path)
+
+
 class ScanCacheError(PostmortemError):
     """The cache file cannot be opened or written."""
 
@@ -72,7 +78,7 @@ class ScanCacheError(PostmortemError):
 
 
 def default_cache_path() -> Path:
-    """``$XDG_CACHE_HOME/postmortem/scan-v1.sqlite`` (``~/.cache`` when the variable is unset)."""
+    """``$XDG_CACHE_HOME/postmortem/scan-vN.sqlite`` (``~/.cache`` when the variable is unset)."""
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return Path(base) / "postmortem" / f"scan-v{_SCHEMA}.sqlite"
 
@@ -86,11 +92,20 @@ class ScanCache:
             path.parent.mkdir(parents=True, exist_ok=True)
             self._db = sqlite3.connect(path, timeout=30)
             self._db.execute("pragma journal_mode=wal")
+            # WAL with synchronous=normal makes a commit cheap: each row is committed at once,
+            # so a long scan never holds the write lock other scans wait for.
+            self._db.execute("pragma synchronous=normal")
+            if self._db.execute("pragma user_version").fetchone()[0] != _SCHEMA:
+                # Rows written in another layout: a cache, so start it again.
+                self._db.execute("drop table if exists rows")
+                self._db.execute(f"pragma user_version = {_SCHEMA}")
             self._db.execute(_CREATE)
+            self._db.commit()
         except (OSError, sqlite3.Error) as error:
             raise ScanCacheError(path, str(error)) from None
         self.hits = 0
         self.misses = 0
+        self.write_failures = 0
 
     def get(
         self, path: str, settings: str, state: FileState, fingerprint: Callable[[], str]
@@ -99,11 +114,14 @@ class ScanCache:
 
         `fingerprint` is called only when stat alone cannot vouch for the file.
         """
-        found = self._db.execute(
-            "select size, mtime_ns, fingerprint, row, ctime_ns, inode, device, recorded_ns "
-            "from rows where path = ? and settings = ?",
-            (path, settings),
-        ).fetchone()
+        try:
+            found = self._db.execute(
+                "select size, mtime_ns, fingerprint, row, ctime_ns, inode, device, recorded_ns "
+                "from rows where path = ? and settings = ?",
+                (_key(path), settings),
+            ).fetchone()
+        except sqlite3.Error:  # locked past the timeout, or damaged: analyze it again
+            found = None
         if found is None or tuple(found[:2]) != (state.size, state.mtime_ns):
             self.misses += 1
             return None
@@ -126,18 +144,22 @@ class ScanCache:
         return row
 
     def put(self, path: str, settings: str, state: FileState, print_: str, row: DumpRow) -> None:
-        """Store `row` for `path` (committed by `commit` or on close)."""
-        self._db.execute(
-            "insert or replace into rows values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (path, settings, state.size, state.mtime_ns, print_, json.dumps(row_to_dict(row)),
-             state.ctime_ns, state.inode, state.device, time.time_ns()),
-        )  # fmt: skip
-
-    def commit(self) -> None:
-        self._db.commit()
+        """Store `row` for `path`. A cache that cannot be written only costs the next scan
+        time: the failure is counted in `write_failures`, never raised."""
+        try:
+            with self._db:
+                self._db.execute(
+                    "insert or replace into rows values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (_key(path), settings, state.size, state.mtime_ns, print_,
+                     json.dumps(row_to_dict(row)), state.ctime_ns, state.inode, state.device,
+                     time.time_ns()),
+                )  # fmt: skip
+        except sqlite3.Error:
+            self.write_failures += 1
 
     def close(self) -> None:
-        self._db.commit()
+        with contextlib.suppress(sqlite3.Error):
+            self._db.commit()
         self._db.close()
 
     def __enter__(self) -> ScanCache:

@@ -83,6 +83,19 @@ def _check_patterns(patterns: tuple[str, ...]) -> None:
         raise BadScanOption("--name-pattern", str(error)) from None
 
 
+def _check_outputs(values: Mapping[str, Any]) -> None:
+    # Before the scan, not after it: a typo must not throw away an hour of work.
+    for option, key in (("-o", "output"), ("--jsonl", "jsonl")):
+        target = values.get(key)
+        if target is None:
+            continue
+        folder = Path(target).parent
+        if not folder.is_dir():
+            raise BadScanOption(option, f"{target}: the folder {folder} does not exist")
+        if not os.access(folder, os.W_OK):
+            raise BadScanOption(option, f"{target}: the folder {folder} is not writable")
+
+
 def scan_request(roots: tuple[Path, ...], values: Mapping[str, Any], tty: bool) -> ScanRequest:
     """The scan the options of `postmortem scan` ask for; raises BadScanOption."""
     patterns = tuple(values.get("name_patterns") or ())
@@ -96,8 +109,12 @@ def scan_request(roots: tuple[Path, ...], values: Mapping[str, Any], tty: bool) 
     fmt = str(values["fmt"])
     reports = values.get("reports_dir")
     report_format = values.get("report_format") or ("text" if fmt == "text" else fmt)
+    _check_outputs(values)
     if reports is not None:
-        reports.mkdir(parents=True, exist_ok=True)
+        try:
+            reports.mkdir(parents=True, exist_ok=True)
+        except OSError as error:
+            raise BadScanOption("--reports", f"{reports}: {error.strerror or error}") from None
     timeout_s = float(values["timeout"])
     cuda_gdb = reports is not None and not values.get("no_gdb")
     work = WorkOptions(

@@ -14,6 +14,7 @@ from postmortem.analysis.signature import (
     compute_signature,
     signature_input,
 )
+from postmortem.errors import PostmortemError
 from postmortem.scan.index import build_index, json_lines, render_index
 from postmortem.scan.progress import ProgressBar
 from postmortem.scan.run import ScanOptions, ScanResult, run_scan
@@ -54,13 +55,33 @@ def scan_command(
     base = outputs.output.parent if outputs.output else None
     index = build_index(result, base)
     text = render_index(index, outputs.fmt)
+    # surrogateescape: a file name that is not UTF-8 is written back as its own bytes.
     if outputs.jsonl is not None:
         jsonl_index = build_index(result, outputs.jsonl.parent)
-        outputs.jsonl.write_text(json_lines(jsonl_index), encoding="utf-8")
+        _write(outputs.jsonl, json_lines(jsonl_index))
     if outputs.output is not None:
-        outputs.output.write_text(text, encoding="utf-8")
+        _write(outputs.output, text)
         text = ""
     return result, text
+
+
+def _write(path: Path, text: str) -> None:
+    try:
+        path.write_text(text, encoding="utf-8", errors="surrogateescape")
+    except OSError as error:
+        raise ScanOutputError(path, error.strerror or str(error)) from None
+
+
+class ScanOutputError(PostmortemError):
+    """An index or JSON-lines file that cannot be written."""
+
+    def __init__(self, path: Path, reason: str) -> None:
+        super().__init__(path, reason)
+        self.path = path
+        self.reason = reason
+
+    def __str__(self) -> str:
+        return f"{self.path}: cannot write the scan's output: {self.reason}"
 
 
 def scan_exit_status(result: ScanResult) -> int:

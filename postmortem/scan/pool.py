@@ -12,7 +12,9 @@ from __future__ import annotations
 import contextlib
 import multiprocessing
 import os
+import shutil
 import signal
+import tempfile
 import time
 from collections import deque
 from collections.abc import Callable, Iterable
@@ -53,8 +55,11 @@ def _context() -> Any:
     return multiprocessing.get_context("fork" if "fork" in methods else "spawn")
 
 
-def _worker_main(conn: Connection, options: WorkOptions, memo: Path | bool) -> None:
+def _worker_main(conn: Connection, options: WorkOptions, memo: Path | bool, scratch: str) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # A worker killed for its time limit skips its clean-ups: its temporary files (cubin
+    # copies among them) go into the scan's own directory, which the parent removes.
+    tempfile.tempdir = scratch
     if memo is not False:
         set_store(ScanDisassemblyStore(memo if isinstance(memo, Path) else None))
     while True:
@@ -83,6 +88,7 @@ class WorkerPool:
         self._memo = memo
         self._context = _context()
         self._slots: list[_Slot] = []
+        self._scratch = ""
 
     def run(self, paths: Iterable[Path], on_row: Callable[[DumpRow], None]) -> None:
         """Scan every path, calling `on_row` in the parent as each row arrives.
@@ -90,6 +96,7 @@ class WorkerPool:
         Raises KeyboardInterrupt after stopping the workers when interrupted.
         """
         pending = deque(paths)
+        self._scratch = tempfile.mkdtemp(prefix="postmortem-scan-")
         try:
             self._slots = [self._start() for _ in range(min(self._jobs, len(pending)))]
             for slot in self._slots:
@@ -98,22 +105,35 @@ class WorkerPool:
                 self._step(pending, on_row)
         finally:
             self._stop()
+            shutil.rmtree(self._scratch, ignore_errors=True)
 
     def _start(self) -> _Slot:
         parent, child = self._context.Pipe()
         process = self._context.Process(
-            target=_worker_main, args=(child, self._options, self._memo), daemon=True
+            target=_worker_main,
+            args=(child, self._options, self._memo, self._scratch),
+            daemon=True,
         )
         process.start()
         child.close()
         return _Slot(process, parent)
 
     def _assign(self, slot: _Slot, pending: deque[Path]) -> None:
+        replaced = False
         while pending and len(slot.tasks) < _IN_FLIGHT:
+            path = pending.popleft()
+            try:
+                slot.conn.send(path)
+            except OSError:  # the worker died; with dumps in flight, its pipe says so
+                pending.appendleft(path)
+                if slot.tasks or replaced:
+                    return
+                self._replace(slot)  # it died idle: a fresh worker takes its place
+                replaced = True
+                continue
             if not slot.tasks:
                 slot.started = time.monotonic()
-            slot.tasks.append(pending.popleft())
-            slot.conn.send(slot.tasks[-1])
+            slot.tasks.append(path)
 
     def _step(self, pending: deque[Path], on_row: Callable[[DumpRow], None]) -> None:
         busy = {slot.conn: slot for slot in self._slots if slot.task is not None}
@@ -143,15 +163,19 @@ class WorkerPool:
         assert slot.task is not None
         path, elapsed = slot.tasks.popleft(), time.monotonic() - slot.started
         pending.extendleft(reversed(slot.tasks))
-        self._kill(slot)
-        fresh = self._start()
-        slot.process, slot.conn, slot.tasks = fresh.process, fresh.conn, deque()
+        self._replace(slot)
         try:
             info = os.stat(path)
             size, mtime = info.st_size, info.st_mtime
         except OSError:
             size, mtime = 0, 0.0
         return error_row(str(path), size, mtime, status, message, round(elapsed, 4))
+
+    def _replace(self, slot: _Slot) -> None:
+        """A fresh worker in the slot, with nothing in flight."""
+        self._kill(slot)
+        fresh = self._start()
+        slot.process, slot.conn, slot.tasks = fresh.process, fresh.conn, deque()
 
     @staticmethod
     def _exit(slot: _Slot) -> str:

@@ -55,6 +55,8 @@ class DumpRow:
     """Time spent analyzing it."""
     cached: bool = False
     """True when this row came from the cache instead of a fresh analysis."""
+    degraded: bool = False
+    """True when nvdisasm was missing or failed for it: a later scan analyzes it again."""
 
     @property
     def failed(self) -> bool:

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from postmortem import __version__
 from postmortem.analysis.signature import SIGNATURE_VERSION
+from postmortem.errors import ToolNotFound
 from postmortem.scan.cache import FileState, ScanCache
 from postmortem.scan.discover import Candidate, iter_dumps
 from postmortem.scan.fingerprint import fingerprint
@@ -22,6 +23,7 @@ from postmortem.scan.names import parse_name
 from postmortem.scan.pool import WorkerPool
 from postmortem.scan.row import STATUS_ERROR, STATUS_OK, DumpRow, error_row
 from postmortem.scan.worker import REPORT_FAILED, WorkOptions, report_path, with_names
+from postmortem.tools import find_tool, tool_version
 
 Progress = Callable[[int, int, int], None]
 """Called as rows arrive with (dumps done, errors so far, dumps to do)."""
@@ -68,10 +70,12 @@ class ScanResult:
 
 
 def settings_key(work: WorkOptions) -> str:
-    """A digest of every setting a row depends on: a cached row is reused only under the same."""
+    """A digest of every setting a row depends on: a cached row is reused only under the same
+    (the nvdisasm actually found, and its version, included)."""
     localize = work.analyze.localize
     settings = [
         __version__, SIGNATURE_VERSION, work.rules.name, work.rules.digest,
+        _tool_identity("nvdisasm", localize.nvdisasm) if localize.disassemble else None,
         [(m.old, m.new) for m in localize.path_maps], [str(d) for d in localize.source_dirs],
         localize.disassemble, str(localize.nvdisasm), work.analyze.cuda_gdb,
         str(work.analyze.cuda_gdb_path), list(work.name_patterns),
@@ -79,6 +83,14 @@ def settings_key(work: WorkOptions) -> str:
         work.report_format if work.reports_dir else None,
     ]  # fmt: skip
     return hashlib.sha256(json.dumps(settings).encode()).hexdigest()[:16]
+
+
+def _tool_identity(name: str, explicit: str | Path | None) -> str:
+    try:
+        path = find_tool(name, explicit)
+    except ToolNotFound:
+        return "missing"
+    return f"{path} {tool_version(path)}"
 
 
 def run_scan(
@@ -93,9 +105,10 @@ def run_scan(
     cache = ScanCache(options.cache_path) if options.cache_path else None
     interrupted = False
     try:
-        fresh, seen = _from_cache(todo, cache, options.work, rows, state)
+        settings = settings_key(options.work) if cache else ""
+        fresh, seen = _from_cache(todo, cache, settings, options.work, rows, state)
         pool = WorkerPool(options.jobs, options.work, options.timeout_s, memo=_memo(options))
-        pool.run(fresh, lambda row: _arrived(row, cache, seen, options.work, rows, state))
+        pool.run(fresh, lambda row: _arrived(row, cache, settings, seen, options.work, rows, state))
     except KeyboardInterrupt:
         interrupted = True
     finally:
@@ -152,6 +165,7 @@ def _file_state(path: Path) -> FileState | None:
 def _from_cache(
     todo: list[Candidate],
     cache: ScanCache | None,
+    settings: str,
     work: WorkOptions,
     rows: list[DumpRow],
     state: _Tally,
@@ -161,7 +175,6 @@ def _from_cache(
     changed at the next scan)."""
     fresh: list[Path] = []
     seen: dict[str, tuple[FileState, str]] = {}
-    settings = settings_key(work)
     for candidate in todo:
         if candidate.unreadable is not None:
             row = error_row(str(candidate.path), 0, 0.0, STATUS_ERROR, candidate.unreadable)
@@ -202,6 +215,7 @@ def _report_present(row: DumpRow, work: WorkOptions) -> bool:
 def _arrived(
     row: DumpRow,
     cache: ScanCache | None,
+    settings: str,
     seen: dict[str, tuple[FileState, str]],
     work: WorkOptions,
     rows: list[DumpRow],
@@ -210,12 +224,10 @@ def _arrived(
     row = with_names(row, parse_name(Path(row.path).name, work.name_patterns))
     rows.append(row)
     state.add(row)
-    if cache is None or row.status not in (STATUS_OK, STATUS_ERROR):
+    if cache is None or row.status not in (STATUS_OK, STATUS_ERROR) or row.degraded:
         return
     if row.error and row.error.startswith(REPORT_FAILED):
         return
     if row.path in seen:
         state_before, print_ = seen[row.path]
-        cache.put(_cache_path(row.path), settings_key(work), state_before, print_, row)
-    if state.done % 100 == 0:
-        cache.commit()
+        cache.put(_cache_path(row.path), settings, state_before, print_, row)

@@ -10,10 +10,12 @@ import hashlib
 import os
 import re
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from postmortem.analysis.analyze import Analysis, AnalyzeOptions, analyze_dump
+from postmortem.analysis.diagnose import Diagnosis
 from postmortem.analysis.signature import (
     SignatureRules,
     compute_signature,
@@ -106,7 +108,12 @@ def _row(
         devices=tuple(d.name for d in summary.devices), exception=facts.exception,
         kernel=demangle(facts.kernel) if facts.kernel else None,
         fault_sites=len(analysis.sites), signature=signature,
+        degraded=any(_tool_trouble(site.diagnoses) for site in analysis.sites),
     )  # fmt: skip
+
+
+def _tool_trouble(diagnoses: Sequence[Diagnosis]) -> bool:
+    return any(d.code in ("nvdisasm-missing", "nvdisasm-failed") for d in diagnoses)
 
 
 def with_names(row: DumpRow, names: NameFacts) -> DumpRow:
@@ -119,7 +126,7 @@ def with_names(row: DumpRow, names: NameFacts) -> DumpRow:
 def _write_report(analysis: Analysis, target: Path, fmt: str) -> None:
     text = render_report(build_report(analysis), fmt)
     partial = target.with_name(f".{target.name}.{os.getpid()}.part")
-    partial.write_text(text, encoding="utf-8")
+    partial.write_text(text, encoding="utf-8", errors="surrogateescape")
     partial.replace(target)
 
 

@@ -248,13 +248,21 @@ def test_a_dump_over_the_time_limit_becomes_a_timeout_row(tmp_path):
     for name in ("a.nvcudmp", "b.nvcudmp"):
         shutil.copy(OOB, root / name)
     out = tmp_path / "scan.jsonl"
-    # WHEN each may take 10 ms only
-    result = scan(root, "-j1", "--timeout", "0.01", "--format", "json", "-o", out, "--no-cache")
+    # WHEN each may take 10 ms only (temporary files going to a directory of our own)
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    result = subprocess.run(
+        [sys.executable, "-m", "postmortem", "scan", str(root), "-j1", "--timeout", "0.01",
+         "--format", "json", "-o", str(out), "--no-cache"],
+        capture_output=True, text=True, timeout=300, env={**os.environ, "TMPDIR": str(scratch)},
+    )  # fmt: skip
     # THEN both are timeout rows, the scan finished, and its status says errors occurred
     assert result.returncode == 4, result.stderr
     rows = _by_name(_lines(out))
     assert {row["status"] for row in rows.values()} == {"timeout"}
     assert all("no result within 0.01 s" in row["error"] for row in rows.values())
+    # AND the killed workers left no temporary files (cubin copies) behind
+    assert list(scratch.iterdir()) == []
 
 
 def test_ctrl_c_writes_partial_results_and_exits_130(tmp_path):
@@ -426,3 +434,48 @@ def test_a_terminal_gets_a_progress_bar(tmp_path):
     total = len(dump_paths())
     assert f"] {total}/{total} dumps, 0 errors, " in text and "/s, done in " in text
     assert "\r[" in text
+
+
+def test_a_file_name_that_is_not_utf8_is_scanned_cached_and_reported(tmp_path):
+    require_tool("nvdisasm")
+    # GIVEN a dump whose name is not valid UTF-8
+    root = tmp_path / "dumps"
+    root.mkdir()
+    shutil.copy(OOB, os.path.join(os.fsencode(root), b"core\xff.nvcudmp"))
+    out, reports, cache = tmp_path / "index.html", tmp_path / "reports", tmp_path / "c.sqlite"
+    args = (root, "--format", "html", "-o", out, "--reports", reports, "--cache", cache)
+    # WHEN it is scanned twice, with the cache, an index file and per-dump reports
+    first, second = scan(*args, "--no-gdb"), scan(*args, "--no-gdb")
+    # THEN both scans succeed and the second one takes the dump from the cache
+    assert first.returncode == 0, first.stderr
+    assert second.returncode == 0, second.stderr
+    assert "1 dumps" in second.stderr or "1 dump" in second.stderr
+    assert len(list(reports.iterdir())) == 1
+    assert out.read_bytes().count(b"core\xff.nvcudmp") >= 1
+
+
+def test_an_output_folder_that_does_not_exist_is_refused_before_scanning(tmp_path):
+    result = scan(OOB.parent, "--jsonl", tmp_path / "nowhere" / "x.jsonl", "--no-cache")
+    assert result.returncode == 2
+    assert "--jsonl" in result.stderr and "does not exist" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_rows_made_without_nvdisasm_are_not_reused_once_it_is_there(tmp_path):
+    require_tool("nvdisasm")
+    # GIVEN a scan made where nvdisasm could not be found
+    root = tmp_path / "dumps"
+    root.mkdir()
+    shutil.copy(OOB, root / "a.nvcudmp")
+    cache, out = tmp_path / "c.sqlite", tmp_path / "scan.jsonl"
+    args = (sys.executable, "-m", "postmortem", "scan", root, "--format", "json", "-o", out,
+            "--cache", cache)  # fmt: skip
+    missing = {**os.environ, "POSTMORTEM_NVDISASM": str(tmp_path / "no-nvdisasm")}
+    degraded = subprocess.run(list(map(str, args)), env=missing, capture_output=True, timeout=300)
+    assert degraded.returncode == 0, degraded.stderr
+    assert _by_name(_lines(out))["a.nvcudmp"]["signature"]["quality"]["line_info"] is False
+    # WHEN it is scanned again with nvdisasm
+    assert scan(*args[4:]).returncode == 0
+    # THEN the dump is analyzed again, and its signature has its source lines
+    assert _cache_hits(out) == 0
+    assert _by_name(_lines(out))["a.nvcudmp"]["signature"]["quality"]["line_info"] is True
