@@ -317,7 +317,7 @@ def extract(core: Path, out_dir: Path, force: bool, debug: bool) -> None:
     "--cache",
     "cache_path",
     type=click.Path(path_type=Path, dir_okay=False),
-    help="The scan cache file (default: $XDG_CACHE_HOME/postmortem/scan-v1.sqlite).",
+    help="The scan cache file (default: one under $XDG_CACHE_HOME/postmortem/).",
 )
 @click.option("--no-cache", is_flag=True, help="Analyze every dump again; do not use the cache.")
 @click.option("--no-disasm", is_flag=True, help="Do not run nvdisasm (signatures without frames).")

@@ -95,13 +95,14 @@ def _walk(
             continue  # a dangling link
         if _identity(info) in seen:
             continue
-        seen.add(_identity(info))
         mode = info.st_mode
         if stat.S_ISDIR(mode):
+            seen.add(_identity(info))
             yield from _walk(path, trees, seen, follow)
         elif stat.S_ISREG(mode):
             candidate = _candidate(path)
-            if candidate is not None:
+            if candidate is not None:  # a file that is no dump stays free to be named a root
+                seen.add(_identity(info))
                 yield candidate
 
 
@@ -113,9 +114,10 @@ def _link_allowed(path: Path, trees: list[Path], follow: bool) -> bool:
 
 
 def _candidate(path: Path) -> Candidate | None:
+    # A file named like a dump is scanned even when its content is not one (empty, cut
+    # short, overwritten): the analysis then says why, in an error row.
+    named_like_one = any(hint in path.name.lower() for hint in _DUMP_NAME_HINTS)
     try:
-        return Candidate(path) if sniff(path) else None
+        return Candidate(path) if sniff(path) or named_like_one else None
     except OSError as error:
-        if any(hint in path.name.lower() for hint in _DUMP_NAME_HINTS):
-            return Candidate(path, error.strerror or str(error))
-        return None
+        return Candidate(path, error.strerror or str(error)) if named_like_one else None

@@ -37,8 +37,12 @@ def tree(tmp_path):
 
 
 def test_dumps_are_found_by_content_whatever_their_names(tree):
+    # notes.nvcudmp is no dump, but is named like one: the scan reads it and says why it
+    # is not (an empty or cut-short dump must not vanish from the results)
     found = list(iter_dumps([tree]))
-    assert _names(found, tree) == ["a/b/renamed.bin", "a/packed.gz", "plain_name_no_suffix"]
+    assert _names(found, tree) == [
+        "a/b/renamed.bin", "a/packed.gz", "notes.nvcudmp", "plain_name_no_suffix",
+    ]  # fmt: skip
     assert all(c.unreadable is None for c in found)
 
 
@@ -59,15 +63,15 @@ def test_symlinks_out_of_the_tree_are_not_followed_unless_asked(tree, tmp_path):
     os.symlink(tree / "a", tree / "inner_link")  # inside the tree: no duplicate
     names = _names(iter_dumps([tree]), tree)
     assert not any("link_to" in n for n in names)
-    assert len(names) == 3
+    assert len(names) == 4
     followed = _names(iter_dumps([tree], follow_symlinks=True), tree)
-    assert len(followed) == 4
+    assert len(followed) == 5
     assert any(n.startswith("link_to") for n in followed)
 
 
 def test_a_symlink_loop_ends(tree):
     os.symlink(tree, tree / "a" / "loop")
-    assert len(list(iter_dumps([tree], follow_symlinks=True))) == 3
+    assert len(list(iter_dumps([tree], follow_symlinks=True))) == 4
 
 
 @pytest.mark.skipif(os.geteuid() == 0, reason="root reads files whatever their mode")
@@ -82,3 +86,8 @@ def test_unreadable_file_named_like_a_dump_is_reported(tree):
 def test_a_file_root_is_taken_as_it_is(tree):
     found = list(iter_dumps([tree / "notes.nvcudmp", tree / "notes.nvcudmp"]))
     assert [c.path.name for c in found] == ["notes.nvcudmp"]
+
+
+def test_a_file_named_as_a_root_is_kept_though_its_folder_was_walked_first(tree):
+    found = list(iter_dumps([tree, tree / "empty"]))
+    assert "empty" in [c.path.name for c in found]
