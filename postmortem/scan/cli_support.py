@@ -83,6 +83,13 @@ def _check_patterns(patterns: tuple[str, ...]) -> None:
         raise BadScanOption("--name-pattern", str(error)) from None
 
 
+def _usable_cpus() -> int:
+    # The CPUs this process may run on (taskset, cgroup cpusets), not all the machine has.
+    if hasattr(os, "sched_getaffinity"):
+        return max(1, len(os.sched_getaffinity(0)))
+    return os.cpu_count() or 1
+
+
 def _check_outputs(values: Mapping[str, Any]) -> None:
     # Before the scan, not after it: a typo must not throw away an hour of work.
     for option, key in (("-o", "output"), ("--jsonl", "jsonl")):
@@ -123,7 +130,7 @@ def scan_request(roots: tuple[Path, ...], values: Mapping[str, Any], tty: bool) 
     )  # fmt: skip
     cache = None if values.get("no_cache") else (values.get("cache_path") or default_cache_path())
     options = ScanOptions(
-        work, jobs=values.get("jobs") or os.cpu_count() or 1, timeout_s=timeout_s,
+        work, jobs=values.get("jobs") or _usable_cpus(), timeout_s=timeout_s,
         follow_symlinks=bool(values.get("follow_symlinks")), since=since, cache_path=cache,
     )  # fmt: skip
     outputs = ScanOutputs(fmt, values.get("output"), values.get("jsonl"), tty)
