@@ -28,6 +28,7 @@ import os
 import random
 import resource
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -121,12 +122,13 @@ def _line(label: str, run: dict[str, float]) -> str:
     )
 
 
-_SPIN = "x = 0\nfor i in range(20_000_000):\n    x += i * i\n"
+_SPIN = "x = 0\nfor i in range(8_000_000):\n    x += i * i\n"
 
 
 def machine_scaling() -> float:
-    """How much faster two CPU-bound processes finish their work than one does alone: the
-    ceiling for -j2 on this machine (shared or throttled cores give less than 2)."""
+    """How much more work two CPU-bound processes get done than one: the ceiling for -j2 on
+    this machine (shared or throttled cores give less than 2). The median of five
+    alternating one/two runs, as single runs are noisy on shared machines."""
 
     def wall(copies: int) -> float:
         start = time.perf_counter()
@@ -135,9 +137,7 @@ def machine_scaling() -> float:
             spin.wait()
         return time.perf_counter() - start
 
-    one = min(wall(1) for _ in range(3))
-    two = min(wall(2) for _ in range(3))
-    return 2 * one / two
+    return statistics.median(2 * wall(1) / wall(2) for _ in range(5))
 
 
 def main() -> None:
