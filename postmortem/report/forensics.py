@@ -99,15 +99,17 @@ def _argument(argument: KernelArgument, nearest: bool) -> Json:
 
 
 def _numbers(argument: KernelArgument) -> tuple[int | None, float | None]:
-    """A 4- or 8-byte non-pointer read as a signed integer and as an IEEE float: the types
-    are not recorded, so both readings are offered."""
+    """A 4- or 8-byte non-pointer read as a signed integer and, when that makes a plausible
+    number, as an IEEE float: the types are not recorded, so both readings are offered."""
     if argument.is_pointer_like or argument.size_bytes not in (4, 8):
         return None, None
     size = argument.size_bytes
     raw = argument.value.to_bytes(8, "little")[:size]
     as_int = int.from_bytes(raw, "little", signed=True)
     (as_float,) = struct.unpack("<f" if size == 4 else "<d", raw)
-    return as_int, as_float if math.isfinite(as_float) else None
+    # An integer read as a float is usually a denormal: only a plausible float is shown.
+    plausible = as_float == 0 or (math.isfinite(as_float) and 1e-30 < abs(as_float) < 1e30)
+    return as_int, as_float if plausible else None
 
 
 def _name(argument: KernelArgument) -> str:
