@@ -162,16 +162,9 @@ def _shared_size(core: Coredump, faults: Sequence[Fault]) -> tuple[int | None, s
     if _flags(core) & _SKIP_SHARED:
         return None, ""
     for fault in faults:
-        if fault.warp_record is None:
-            continue
-        for sm in core.sms(core.device(fault.device_index)):
-            if sm.sm_id != fault.sm_id:
-                continue
-            for cta in core.ctas(sm):
-                if cta.block_idx == fault.warp_record.block_idx:
-                    data = core.shared_memory(cta)
-                    if data is not None:
-                        return len(data), "the size of the block's captured shared memory"
+        data = core.shared_memory(fault.warp_record) if fault.warp_record else None
+        if data is not None:
+            return len(data), "the size of the block's captured shared memory"
     return None, ""
 
 

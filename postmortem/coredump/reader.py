@@ -270,9 +270,10 @@ class Coredump:
         section = self.tables.only_child(lane.ref, t.LOCAL_MEM)
         return None if section is None else self.sections.data(section)
 
-    def shared_memory(self, cta: CTA) -> bytes | None:
-        """The CTA's shared memory, when captured."""
-        section = self.tables.only_child(cta.ref, t.SHARED_MEM)
+    def shared_memory(self, cta: CTA | Warp) -> bytes | None:
+        """The CTA's shared memory (for a warp: its own CTA's), when captured."""
+        ref = cta.ref if isinstance(cta, CTA) else self.tables.parent_of(cta.ref.section)
+        section = self.tables.only_child(ref, t.SHARED_MEM)
         return None if section is None else self.sections.data(section)
 
     # -- whole-dump facts -----------------------------------------------------------

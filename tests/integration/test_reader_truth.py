@@ -12,7 +12,7 @@ import pytest
 
 from postmortem import find_faults, open_coredump
 from postmortem.model import FaultSource
-from tests.conftest import dump_paths, truth_of
+from tests.conftest import DUMPS, dump_paths, truth_of
 
 OPTIONAL = {  # the builder's names → section types the reader counts
     "bt": "backtrace",
@@ -199,3 +199,15 @@ def test_each_fault_names_a_grid_the_dump_holds():
                     assert grid is not None
                     assert fault.location is not None
                     assert fault.location.function is not None
+
+
+def test_a_warps_shared_memory_is_its_own_ctas():
+    with open_coredump(DUMPS / "oob_store_memory.nvcudmp") as core:
+        pairs = [
+            (core.shared_memory(cta), core.shared_memory(warp))
+            for device in core.devices
+            for sm in core.sms(device)
+            for cta in core.ctas(sm)
+            for warp in core.warps(cta)
+        ]
+    assert pairs and all(own is not None and own == via for own, via in pairs)
