@@ -16,7 +16,6 @@ from pathlib import Path
 from postmortem.analysis import diagnose as dx
 from postmortem.analysis.forensics import Forensics, examine
 from postmortem.analysis.opclass import MEMORY_EXCEPTIONS, is_memory_access
-from postmortem.analysis.provenance import toolkit_of
 from postmortem.analysis.source import PathMap, QuotedLine, quote
 from postmortem.coredump import CodeMap, Coredump, find_faults
 from postmortem.cubin.inspect import Function
@@ -122,7 +121,7 @@ def _build_notes(
     code_map: CodeMap, module_handle: int, kernel: str, has_lines: bool | None
 ) -> list[dx.Diagnosis]:
     """Line info missing (and why, from the recorded ptxas options); a -G build."""
-    toolkit = toolkit_of(code_map, module_handle)
+    toolkit = code_map.toolkit(module_handle)
     options = toolkit.options if toolkit else None
     notes = []
     if has_lines is False:

@@ -37,11 +37,6 @@ class Forensics:
     notes: tuple[str, ...]
     """What could not be worked out, and why."""
 
-    @property
-    def focus_address(self) -> int | None:
-        """The first lane's address: the one the arguments are measured against."""
-        return next((lane.address for lane in self.lanes if lane.address is not None), None)
-
 
 def examine(
     core: Coredump, code_map: CodeMap, faults: Sequence[Fault], instruction: SassInstruction

@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from postmortem.coredump import CodeMap
-from postmortem.cubin.nvinfo import NvInfoError, ToolkitInfo, read_toolkit_info
+from postmortem.cubin.nvinfo import ToolkitInfo
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,18 +48,7 @@ def build_provenance(code_map: CodeMap, module_handles: Iterable[int]) -> tuple[
         found.append(
             BuildInfo(
                 handle, kernels, summary.abi_version, summary.sm_arch,
-                toolkit_of(code_map, handle), summary.has_line_info,
+                code_map.toolkit(handle), summary.has_line_info,
             )
         )  # fmt: skip
     return tuple(found)
-
-
-def toolkit_of(code_map: CodeMap, module_handle: int) -> ToolkitInfo | None:
-    """The module's tkinfo/cuinfo notes; None when it has none or they cannot be read."""
-    image = code_map.image_bytes(module_handle)
-    if not image:
-        return None
-    try:
-        return read_toolkit_info(image)
-    except NvInfoError:
-        return None

@@ -15,6 +15,7 @@ from postmortem.coredump import tables as t
 from postmortem.coredump.reader import Coredump
 from postmortem.coredump.rows import make_cta, make_lane, make_sm, make_warp
 from postmortem.cubin.inspect import CubinSummary, summarize_cubin
+from postmortem.cubin.nvinfo import NvInfoError, ToolkitInfo, read_toolkit_info
 from postmortem.errors import CorruptSection, PostmortemError
 from postmortem.model import CTA, SM, CodeLocation, Fault, FaultSource, Module, RowRef, Warp
 
@@ -33,6 +34,7 @@ class CodeMap:
     def __init__(self, core: Coredump) -> None:
         self._core = core
         self._loaded: list[LoadedModule] | None = None
+        self._toolkits: dict[int, ToolkitInfo | None] = {}
 
     def modules(self) -> list[LoadedModule]:
         if self._loaded is None:
@@ -72,6 +74,17 @@ class CodeMap:
         loaded = self.find(module_handle)
         image = loaded.module.relocated_image if loaded else None
         return self._core.image_bytes(image) if image else b""
+
+    def toolkit(self, module_handle: int) -> ToolkitInfo | None:
+        """How the module's image was built (its tkinfo/cuinfo notes), read once; None when
+        it has none or they cannot be read."""
+        if module_handle not in self._toolkits:
+            image = self.image_bytes(module_handle)
+            try:
+                self._toolkits[module_handle] = read_toolkit_info(image) if image else None
+            except NvInfoError:
+                self._toolkits[module_handle] = None
+        return self._toolkits[module_handle]
 
     def locate(self, device_index: int, pc: int) -> CodeLocation | None:
         """The executable section (and its function) holding `pc` on a device."""
