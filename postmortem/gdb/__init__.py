@@ -7,6 +7,7 @@ trusted blindly. Everything here works from recorded text as well as from a live
 
 from __future__ import annotations
 
+from postmortem.gdb.banner import parse_exception_banner, parse_focus
 from postmortem.gdb.command import (
     DEFAULT_COMMANDS,
     CommandOutput,
@@ -27,9 +28,10 @@ from postmortem.gdb.parse import (
     parse_blocks,
     parse_contexts,
     parse_devices,
-    parse_exception_banner,
     parse_kernels,
     parse_lanes,
+    parse_sms,
+    parse_threads,
     parse_warps,
 )
 from postmortem.gdb.run import GdbSession, run_cuda_gdb
@@ -50,11 +52,14 @@ __all__ = [
     "parse_devices",
     "parse_disassembly",
     "parse_exception_banner",
+    "parse_focus",
     "parse_info_line",
     "parse_info_symbol",
     "parse_kernels",
     "parse_lanes",
     "parse_print_int",
+    "parse_sms",
+    "parse_threads",
     "parse_warps",
     "run_cuda_gdb",
     "split_output",

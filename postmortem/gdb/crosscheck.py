@@ -20,14 +20,10 @@ from typing import TypeVar
 from postmortem.coredump import Coredump
 from postmortem.coredump import tables as t
 from postmortem.demangle import demangle, without_parameters
+from postmortem.gdb.banner import parse_exception_banner
 from postmortem.gdb.location import parse_backtrace, parse_info_symbol
 from postmortem.gdb.model import CudaException, Frame, Parsed, Unparsed
-from postmortem.gdb.parse import (
-    parse_exception_banner,
-    parse_kernels,
-    parse_lanes,
-    parse_warps,
-)
+from postmortem.gdb.parse import parse_kernels, parse_lanes, parse_warps
 from postmortem.gdb.run import GdbSession
 from postmortem.model import Fault, FaultSource, Warp, describe_exception
 from postmortem.summary import DumpSummary, summarize
@@ -175,8 +171,9 @@ def _focus_table_checks(core: Coredump, session: GdbSession) -> list[Check]:
     )  # fmt: skip
     warp = next((w for w in warps if w.warp_id == warp_id), None)
     native_lanes = [] if warp is None else sorted(
-        f"lane {x.lane} pc 0x{x.function_offset:x} thread {_dim(x.thread_idx)}"
-        for x in core.lanes(warp) if warp.active_lanes_mask >> x.lane & 1
+        f"lane {x.lane} pc 0x{x.function_offset or 0:x} thread {_dim(x.thread_idx)}"
+        for x in core.lanes(warp)
+        if x.lane is not None and (warp.active_lanes_mask or 0) >> x.lane & 1
     )  # fmt: skip
     said_lanes = sorted(
         f"lane {r.lane} pc 0x{r.pc or 0:x} thread {_dim(r.thread_idx)}" for r in lanes or ()
@@ -188,10 +185,10 @@ def _focus_table_checks(core: Coredump, session: GdbSession) -> list[Check]:
 
 
 def _warp_row(core: Coredump, warp: Warp) -> str:
-    lanes = {x.lane: x for x in core.lanes(warp)}
-    mask = warp.active_lanes_mask
+    lanes = {x.lane: x for x in core.lanes(warp) if x.lane is not None}
+    mask = warp.active_lanes_mask or 0
     first = min((i for i in lanes if mask >> i & 1), default=None)
-    pc = lanes[first].function_offset if first is not None else 0
+    pc = (lanes[first].function_offset or 0) if first is not None else 0
     return f"warp {warp.warp_id} mask 0x{mask:08x} pc 0x{pc:x}"
 
 

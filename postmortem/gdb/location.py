@@ -118,6 +118,9 @@ def _code_address(match: re.Match[str], name: str) -> CodeAddress | None:
 def split_symbol(text: str | None) -> tuple[str | None, int | None]:
     """Splits ``oob_kernel+272`` into the symbol and the offset (0 when there is none).
 
+    gdb's ``disassemble`` of a whole function prints ``+1056`` alone: an offset in that
+    function, read as (None, 1056).
+
     Args:
         text: What gdb printed between ``<`` and ``>``, or None.
 
@@ -127,8 +130,8 @@ def split_symbol(text: str | None) -> tuple[str | None, int | None]:
     if not text:
         return None, None
     head, plus, tail = text.rpartition("+")
-    if plus and head and tail.isdigit():
-        return head, int(tail)
+    if plus and tail.isdigit():
+        return (head or None), int(tail)
     return text, 0
 
 
@@ -202,14 +205,21 @@ def _function_and_args(text: str) -> tuple[str, str | None]:
     return text, None
 
 
+# The symbol may hold ">" (templates), so it runs to the first ">:" that ends the address.
 _INSN = re.compile(
-    rf"^(?P<mark>\*=>|=>|\*>)?\s*(?P<addr>{_HEX})(?: <(?P<sym>[^>]*)>)?:\s*(?P<text>.*?)\s*$"
+    rf"^(?P<mark>\*=>|=>|\*>)?\s*(?P<addr>{_HEX})(?: <(?P<sym>.*?)>)?:(?:\s+(?P<text>.*?))?\s*$"
 )
 
 
 @never_raises
 def parse_disassembly(text: str) -> Parsed[tuple[Instruction, ...]] | Unparsed:
-    """Parses ``x/Ni ADDR``; ``=>`` marks the PC, ``*>`` the error PC, ``*=>`` both."""
+    """Parses ``x/Ni ADDR`` and ``disassemble``; ``=>`` marks the PC, ``*>`` the error PC.
+
+    ``*=>`` marks both. ``disassemble`` of a whole function prints ``<+1056>``, an offset in
+    that function (12.6/jetson-indcall__disas.txt), where ``x/i`` and ``disassemble`` of a
+    range print ``<sym+1056>`` (docs-13.4/disas-pc.txt); such rows have no symbol. Lines that
+    are no instruction (``Dump of assembler code …``, gdb's pager prompt) are skipped.
+    """
     found: list[Instruction] = []
     for line in text.splitlines():
         match = _INSN.match(line.strip())
@@ -222,7 +232,7 @@ def parse_disassembly(text: str) -> Parsed[tuple[Instruction, ...]] | Unparsed:
                 address=int(match.group("addr"), 16),
                 symbol=symbol,
                 offset=offset,
-                text=match.group("text"),
+                text=match.group("text") or "",
                 is_pc="=>" in mark,
                 is_error_pc=mark.startswith("*"),
             )

@@ -65,7 +65,8 @@ class CudaException:
     """The exception banner cuda-gdb prints when it opens a dump (``target cudacore``)."""
 
     name: str | None
-    """``Warp Illegal Address`` from ``CUDA Exception: Warp Illegal Address``."""
+    """``Warp Illegal Address`` from ``CUDA Exception: Warp Illegal Address``, or from
+    ``received signal CUDA_EXCEPTION_14, Warp Illegal Address.`` when that line is missing."""
     assertion_failed: bool
     """True for the ``Assertion failed.`` variant (device-side assert)."""
     error_pc: int | None
@@ -75,17 +76,23 @@ class CudaException:
     line: int | None
     """Source line of the error PC."""
     function: str | None
-    """Function at the error PC: the inlined callee, or the kernel when printed alone."""
+    """The function holding the error PC, as printed before its location: mangled
+    (``_Z10oob_kernelPfif``) or demangled with parameters (``oob_kernel(float*, int, float)``);
+    None where only a location is printed (cuda-gdb 11.8)."""
     inlined_from_file: str | None
-    """File of the call site the function was inlined at."""
+    """F of ``in X inlined from F:L``: the file of the call site `inline_function` was
+    inlined at."""
     inlined_from_line: int | None
-    """Line of that call site."""
+    """L of that clause: the line of the call site."""
     focus: FocusCoords | None
     """The focus cuda-gdb chose: the thread that faulted."""
     signal_code: int | None = None
     """N of ``received signal CUDA_EXCEPTION_N`` (live sessions only)."""
     coredump_path: str | None = None
     """The file named by ``Opening GPU coredump: …``."""
+    inline_function: str | None = None
+    """X of ``(file:line in X inlined from F:L)``: the inlined function whose code is at
+    `file`:`line`; None when the location names no inline frame."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,7 +150,7 @@ class KernelRow:
     grid: int | None
     """Grid id; negative for grids launched from the device."""
     status: str | None
-    """``Active``, ``Terminated``, … as printed."""
+    """``Active``, ``Terminated``, ``Active (preempted)``, … as printed, whole."""
     sms_mask: int | None
     """SMs the kernel runs on."""
     grid_dim: Dim3 | None
@@ -256,6 +263,58 @@ class LaneRow:
 
 
 @dataclass(frozen=True, slots=True)
+class ThreadRow:
+    """One row of ``info cuda threads``: a range of threads (coalesced) or one thread."""
+
+    current: bool
+    """Holds the thread in focus."""
+    kernel: int | None
+    """Kernel id from the ``Kernel N`` group line above the row."""
+    block_idx: Dim3 | None
+    """blockIdx of the first (or only) thread."""
+    thread_idx: Dim3 | None
+    """threadIdx of the first (or only) thread."""
+    to_block_idx: Dim3 | None
+    """blockIdx of the last thread of a coalesced range; None when not coalesced."""
+    to_thread_idx: Dim3 | None
+    """threadIdx of the last thread of the range."""
+    count: int | None
+    """Number of threads in the range."""
+    pc: int | None
+    """The threads' virtual PC (``PC``; ``Virtual PC`` in the manual)."""
+    device: int | None
+    """Device (uncoalesced output only)."""
+    sm: int | None
+    """SM (uncoalesced output only)."""
+    warp: int | None
+    """Warp slot (uncoalesced output only)."""
+    lane: int | None
+    """Lane (uncoalesced output only)."""
+    filename: str | None
+    """Source file of the PC; None when the cell is empty (no line info)."""
+    line: int | None
+    """Source line; None for cuda-gdb's ``0`` (no line info)."""
+    cells: tuple[Cell, ...]
+    """Every cell of the row."""
+
+
+@dataclass(frozen=True, slots=True)
+class SmRow:
+    """One row of ``info cuda sms``."""
+
+    current: bool
+    """The SM in focus."""
+    device: int | None
+    """Device, from the ``Device N`` group line."""
+    sm: int | None
+    """SM index."""
+    active_warps_mask: int | None
+    """Bit i set: warp slot i of the SM is active."""
+    cells: tuple[Cell, ...]
+    """Every cell of the row."""
+
+
+@dataclass(frozen=True, slots=True)
 class SymbolInfo:
     """``info symbol ADDR``: ``oob_kernel + 272 in section .text.oob_kernel of FILE``."""
 
@@ -338,9 +397,11 @@ class Instruction:
     address: int
     """Instruction address."""
     symbol: str | None
-    """Function symbol from ``<sym+off>``."""
+    """Function symbol from ``<sym+off>``; None for gdb's ``<+off>`` (``disassemble`` of a
+    function) and where nothing is printed."""
     offset: int | None
-    """Offset from the symbol."""
+    """Offset from the symbol; for ``<+off>``, from the start of the function the address
+    lies in (which can change within one dump: the offsets restart at the next function)."""
     text: str
     """The SASS text, e.g. ``STG.E [R2.64], R5 ;``."""
     is_pc: bool

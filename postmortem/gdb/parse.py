@@ -16,13 +16,13 @@ from postmortem.gdb.model import (
     BlockRow,
     Cell,
     ContextRow,
-    CudaException,
     DeviceRow,
     Dim3,
-    FocusCoords,
     KernelRow,
     LaneRow,
     Parsed,
+    SmRow,
+    ThreadRow,
     Unparsed,
     WarpRow,
 )
@@ -258,103 +258,49 @@ def _lane_row(row: Row) -> LaneRow:
     )
 
 
-# --- the exception banner ------------------------------------------------------------------
-
-_EXCEPTION = re.compile(r"^CUDA Exception: (?P<name>.+?)\s*$", re.MULTILINE)
-_ASSERTION = re.compile(r"^Assertion failed\.\s*$", re.MULTILINE)
-_TRIGGERED = re.compile(
-    r"^The exception was triggered at PC (?P<pc>0x[0-9a-fA-F]+)[ \t]*(?P<rest>.*?)\s*$",
-    re.MULTILINE,
-)
-_FOCUS = re.compile(
-    r"^\[(?:Current focus set to|Switching focus to) (?P<body>[^\]]*)\]\s*$", re.MULTILINE
-)
-_SIGNAL = re.compile(r"received signal CUDA_EXCEPTION_(?P<code>\d+)\b")
-_OPENING = re.compile(r"^Opening GPU coredump: (?P<path>.+?)\s*$", re.MULTILINE)
-_LOCATION = re.compile(
-    r"^(?P<file>[^\s:][^:]*):(?P<line>\d+)"
-    r"(?: in (?P<func>\S+)(?: inlined from (?P<ifile>[^\s:][^:]*):(?P<iline>\d+))?)?$"
-)
-
-
 @never_raises
-def parse_exception_banner(text: str) -> Parsed[CudaException] | Unparsed:
-    """Parses what ``target cudacore`` prints: exception, error PC, location and focus."""
-    raw, text = text, unwrap(text)
-    exception = _EXCEPTION.search(text)
-    assertion = _ASSERTION.search(text) is not None
-    focus_match = _FOCUS.search(text)
-    triggered = _TRIGGERED.search(text)
-    if exception is None and not assertion and focus_match is None and triggered is None:
-        return Unparsed(raw, "no 'CUDA Exception:', 'Assertion failed.' or focus line")
-    file = line = function = ifile = iline = None
-    if triggered:
-        file, line, function, ifile, iline = _banner_location(triggered.group("rest"))
-    signal = _SIGNAL.search(text)
-    opening = _OPENING.search(text)
-    return Parsed(
-        CudaException(
-            name=exception.group("name") if exception else None,
-            assertion_failed=assertion,
-            error_pc=int(triggered.group("pc"), 16) if triggered else None,
-            file=file,
-            line=line,
-            function=function,
-            inlined_from_file=ifile,
-            inlined_from_line=iline,
-            focus=parse_focus(focus_match.group("body")) if focus_match else None,
-            signal_code=int(signal.group("code")) if signal else None,
-            coredump_path=opening.group("path") if opening else None,
-        ),
-        raw,
+def parse_threads(text: str) -> Parsed[tuple[ThreadRow, ...]] | Unparsed:
+    """Parses ``info cuda threads`` (coalesced or not, with or without a breakpoint filter)."""
+    return _parse_rows(text, ("BlockIdx", "ThreadIdx"), _thread_row)
+
+
+def _thread_row(row: Row) -> ThreadRow:
+    line = to_int(row.get("Line"))
+    return ThreadRow(
+        current=row.current,
+        kernel=row.group_value("kernel"),
+        block_idx=to_dim3(row.get("BlockIdx")),
+        thread_idx=to_dim3(row.get("ThreadIdx")),
+        to_block_idx=to_dim3(row.get("To BlockIdx")),
+        to_thread_idx=to_dim3(row.get("To ThreadIdx")),
+        count=to_int(row.get("Count")),
+        # Since cuda-gdb 12.8 at the latest, info cuda threads prints "PC"; before: "Virtual
+        # PC" (12.8/nvfp4-gemv-cluster__info-cuda-threads.txt; the manual's samples, docs-12.9/
+        # info-cuda-threads-uncoalesced.txt).
+        pc=to_int(row.get("PC", "Virtual PC")),
+        device=to_int(row.get("Dev")),
+        sm=to_int(row.get("SM")),
+        warp=to_int(row.get("Wp")),
+        lane=to_int(row.get("Ln")),
+        filename=_text(row.get("Filename")),
+        line=None if line == 0 else line,  # cuda-gdb prints 0 where there is no line info
+        cells=_cells(row),
     )
 
 
-def _banner_location(
-    rest: str,
-) -> tuple[str | None, int | None, str | None, str | None, int | None]:
-    # 11.8: "(k.cu:2 in _Z5storeIfEvPT_iS0_ inlined from k.cu:4)"; docs: "(file.cu:17)".
-    # 12.x without line info: "  illegalMemoryAccessKernel(int*, int)" (a function name).
-    if rest.startswith("(") and rest.endswith(")"):
-        match = _LOCATION.match(rest[1:-1])
-        if match:
-            iline = match.group("iline")
-            return (
-                match.group("file"),
-                int(match.group("line")),
-                match.group("func"),
-                match.group("ifile"),
-                int(iline) if iline else None,
-            )
-    return None, None, (rest or None), None, None
+@never_raises
+def parse_sms(text: str) -> Parsed[tuple[SmRow, ...]] | Unparsed:
+    """Parses ``info cuda sms``."""
+    return _parse_rows(text, ("SM", "Active Warps Mask"), _sm_row)
 
 
-_FOCUS_FIELD = re.compile(r"(?P<key>[A-Za-z][A-Za-z ]*?) (?P<value>\([-\d,]+\)|-?\d+)")
-
-
-def parse_focus(body: str) -> FocusCoords:
-    """Reads ``CUDA kernel 0, grid 7, block (5,0,0), thread (67,0,0), device 0, …``.
-
-    Args:
-        body: The text between the brackets of a focus line.
-
-    Returns:
-        The coordinates; fields the text does not name are None.
-    """
-    values: dict[str, str] = {}
-    for match in _FOCUS_FIELD.finditer(body):
-        key = match.group("key").strip().removeprefix("CUDA ").strip()
-        values.setdefault(key, match.group("value"))
-    return FocusCoords(
-        kernel=to_int(values.get("kernel")),
-        grid=to_int(values.get("grid")),
-        block=to_dim3(values.get("block")),
-        thread=to_dim3(values.get("thread")),
-        device=to_int(values.get("device")),
-        sm=to_int(values.get("sm")),
-        warp=to_int(values.get("warp")),
-        lane=to_int(values.get("lane")),
-        cluster=to_dim3(values.get("cluster")),
+def _sm_row(row: Row) -> SmRow:
+    return SmRow(
+        current=row.current,
+        device=row.group_value("device"),
+        sm=to_int(row.get("SM")),
+        active_warps_mask=to_int(row.get("Active Warps Mask")),
+        cells=_cells(row),
     )
 
 

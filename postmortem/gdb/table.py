@@ -7,6 +7,14 @@ sit between the rows. Columns differ between versions (11.8's ``Active Physical 
 ``Active PC`` in later sources; the manual shows ``Name`` and ``Args`` where 11.8 prints
 ``Invocation``), so cells are addressed by header text, never by position.
 
+Pasted output can hold gdb's pager prompt between rows (dropped here) and lines a terminal
+wrapped at its width and continued at column 0 of the next line. Those are joined back where
+that is unambiguous: a header continued by lines of header words only; a row with fewer cells
+than the header, or one followed by a piece that cannot be a row of its own, when the next
+line does not start a row (``*``, or a first cell ending where the first column ends) and the
+joined line has exactly the header's cells. Otherwise the pieces stay apart and the table is
+refused.
+
 Two layouts are read:
 * aligned (what cuda-gdb prints): a token belongs to the first column whose header ends at
   or after the token's end. This keeps multi-word cells (``NVIDIA H100 80GB HBM3``) whole.
@@ -41,11 +49,31 @@ KNOWN_HEADERS: tuple[str, ...] = (
     "To ThreadIdx",
 )
 # Columns whose cells may be several words; in collapsed output the one of them present
-# takes the words left over. Status: "Active (preempted)"; Exception: an exception name.
+# takes the words left over, and in aligned output they may be empty (12.8's threads print
+# an empty Filename where there is no line info). Exception: an exception name.
 FREE_TEXT_HEADERS = frozenset(
     {"Invocation", "Args", "Name", "Description", "Filename", "Exception"}
 )
+# Status: "Active (preempted)" (cuda-gdb's status_string_preempted), one cell of two words.
 MULTI_WORD_HEADERS = FREE_TEXT_HEADERS | {"Status", "State"}
+# Every word cuda-gdb prints in a table header: where a wrapped header was cut between two
+# non-blank characters, the words there decide between "one word cut" and "a space lost".
+HEADER_WORDS = frozenset(
+    (
+        *" ".join(KNOWN_HEADERS).split(),
+        *("Dev", "Name", "Description", "SMs", "Warps/SM", "Lanes/Warp", "Wp", "Kernel"),
+        *("BlockIdx", "ThreadIdx", "Ln", "State", "Exception", "Parent", "Grid", "Status"),
+        *("GridDim", "BlockDim", "Invocation", "Args", "Context", "Count", "Filename", "Line"),
+        *("SM", "Lvl", "ClusterIdx"),
+    )
+)
+# A word in parentheses qualifies the cell before it: "Active (preempted)".
+_QUALIFIER = re.compile(r"^\([a-z][a-z ]*\)$")
+# gdb's pager prompt, left in pasted output between two rows (12.8/nvfp4-gemv-cluster__info-
+# cuda-threads.txt); what the user typed after it ("c") may follow on the same line.
+_PAGER = re.compile(r"^--Type <RET> for more, q to quit, c to continue without paging--")
+_HEADER_PIECE = re.compile(r"^[A-Za-z/ ]+$")
+_MAX_PIECES = 8
 
 _GROUP_LINE = re.compile(
     r"^\s*(?:Device (?P<device>\d+)(?: SM (?P<sm>\d+))?(?: Warp (?P<warp>\d+))?"
@@ -104,18 +132,20 @@ def read_table(text: str) -> Table | str:
     Returns:
         The table, or a one-line reason why the text is not one.
     """
-    lines = [line.rstrip() for line in text.splitlines() if line.strip()]
+    # Trailing spaces are kept until wrapped lines are joined: a terminal cuts at its width.
+    lines = [line for line in text.splitlines() if line.strip() and not _PAGER.match(line)]
     if len(lines) == 1 and _EMPTY_MESSAGE.match(lines[0]):
         return Table((), ())
     header_at = next((i for i, line in enumerate(lines) if not _GROUP_LINE.match(line)), None)
     if header_at is None:
         return "no header row"
-    columns = split_header(lines[header_at])
+    header, body_at = _rejoin_header(lines, header_at)
+    columns = split_header(header)
     if not columns or not any(c.name[0].isalpha() for c in columns):
         return "no header row"
     rows: list[Row] = []
     group: dict[str, int] = {}
-    body = lines[header_at + 1 :]
+    body = _rejoin_rows(lines[body_at:], columns)
     aligned = _is_aligned(columns, body)
     for line in body:
         match = _GROUP_LINE.match(line)
@@ -127,6 +157,89 @@ def read_table(text: str) -> Table | str:
             return row
         rows.append(row)
     return Table(tuple(columns), tuple(rows))
+
+
+def _rejoin_header(lines: list[str], at: int) -> tuple[str, int]:
+    # A header longer than the terminal continues on the next lines, with header words only
+    # (11.8's devices header is 168 columns wide).
+    header, end = lines[at], at + 1
+    while end < len(lines) and end - at < _MAX_PIECES:
+        piece = lines[end]
+        if _GROUP_LINE.match(piece) or not _HEADER_PIECE.match(piece):
+            break
+        joined = _join_header(header, piece)
+        if joined is None:
+            break
+        header, end = joined, end + 1
+    return header.rstrip(), end
+
+
+def _join_header(header: str, piece: str) -> str | None:
+    # The cut falls inside a word ("Lanes" + "/Warp") or between words, where a paste may have
+    # dropped the space: take the reading that makes header words, or none.
+    if header[-1:].isspace() or piece[:1].isspace():
+        return header + piece
+    left, right = header.split()[-1], piece.split()[0]
+    if left + right in HEADER_WORDS:
+        return header + piece
+    if left in HEADER_WORDS and right in HEADER_WORDS:
+        return f"{header} {piece}"
+    return None
+
+
+def _rejoin_rows(body: list[str], columns: list[Column]) -> list[str]:
+    out: list[str] = []
+    i = 0
+    while i < len(body):
+        line, end = body[i], i + 1
+        joined, k = line, i + 1
+        while (
+            not _GROUP_LINE.match(line)
+            and k < len(body)
+            and k - i < _MAX_PIECES
+            and _continues(body[k], columns)
+            # a complete row followed by a line that is a row of its own: two rows
+            and not (_fits(joined, columns) and _fits(body[k], columns))
+        ):
+            joined, k = _join_row(joined, body[k], columns), k + 1
+            if _fits_joined(joined, columns):
+                line, end = joined, k
+        out.append(line.rstrip())
+        i = end
+    return out
+
+
+def _join_row(line: str, piece: str, columns: list[Column]) -> str:
+    # The terminal cut at its width, inside a cell or between cells; if pasting dropped the
+    # trailing spaces of the cut line, gluing the pieces loses a cell, and a space puts it back.
+    glued = line + piece
+    if _fits_joined(glued, columns):
+        return glued
+    spaced = line.rstrip() + " " + piece
+    return spaced if _fits_joined(spaced, columns) else glued
+
+
+def _continues(line: str, columns: list[Column]) -> bool:
+    # A new row starts with the focus "*" or has its first cell end where the first column
+    # ends (right-aligned); anything else after an incomplete row is its continuation.
+    if _GROUP_LINE.match(line):
+        return False
+    current, tokens = _tokens(line)
+    return not current and bool(tokens) and tokens[0][2] != columns[0].end
+
+
+def _fits(line: str, columns: list[Column]) -> bool:
+    _, tokens = _tokens(line)
+    return _fits_aligned(tokens, columns) or not isinstance(_cells_collapsed(tokens, columns), str)
+
+
+def _fits_joined(line: str, columns: list[Column]) -> bool:
+    # A joined line must be a row for sure: aligned, one word per column, or extra words only
+    # in a last free-text column (where a cut piece lands), never in a middle one.
+    _, tokens = _tokens(line)
+    if _fits_aligned(tokens, columns) or len(tokens) == len(columns):
+        return True
+    return columns[-1].name in FREE_TEXT_HEADERS and _fits(line, columns)
 
 
 def split_header(line: str) -> list[Column]:
@@ -173,24 +286,35 @@ def _tokens(line: str) -> tuple[bool, list[tuple[str, int, int]]]:
     if current:
         star = line.index("*")
         line = line[:star] + " " + line[star + 1 :]
-    return current, [(m.group(), m.start(), m.end()) for m in re.finditer(r"\S+", line)]
+    tokens: list[tuple[str, int, int]] = []
+    for m in re.finditer(r"\S+", line):
+        if tokens and _QUALIFIER.match(m.group()) and m.start() == tokens[-1][2] + 1:
+            tokens[-1] = (f"{tokens[-1][0]} {m.group()}", tokens[-1][1], m.end())
+        else:
+            tokens.append((m.group(), m.start(), m.end()))
+    return current, tokens
 
 
 def _is_aligned(columns: list[Column], body: list[str]) -> bool:
-    # Right-aligned output ends every row exactly where the last header ends, and reading
-    # it by header ends gives every column a cell, one word long unless free text.
+    # Right-aligned output ends every row exactly where the last header ends.
     data = [line for line in body if not _GROUP_LINE.match(line)]
-    for line in data:
-        _, tokens = _tokens(line)
-        if not tokens or tokens[-1][2] != columns[-1].end:
+    return all(_fits_aligned(_tokens(line)[1], columns) for line in data)
+
+
+def _fits_aligned(tokens: list[tuple[str, int, int]], columns: list[Column]) -> bool:
+    # Reading by header ends gives every column a cell, one word long unless free text, and
+    # empty only in a free-text column.
+    if not tokens or tokens[-1][2] != columns[-1].end:
+        return False
+    cells = _cells_aligned(tokens, columns)
+    if isinstance(cells, str):
+        return False
+    for name, text in cells:
+        words = len(text.split())
+        if (words == 0 and name not in FREE_TEXT_HEADERS) or (
+            words > 1 and name not in MULTI_WORD_HEADERS
+        ):
             return False
-        cells = _cells_aligned(tokens, columns)
-        if isinstance(cells, str):
-            return False
-        for name, text in cells:
-            words = len(text.split())
-            if words == 0 or (words > 1 and name not in MULTI_WORD_HEADERS):
-                return False
     return True
 
 

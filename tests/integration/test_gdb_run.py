@@ -15,7 +15,7 @@ from postmortem.gdb import (
     parse_print_int,
     run_cuda_gdb,
 )
-from postmortem.gdb.parse import parse_focus
+from postmortem.gdb.banner import parse_focus
 from tests.tooling import DUMPS, require_files, require_tool
 
 

@@ -24,15 +24,17 @@ from postmortem.gdb import (
     parse_devices,
     parse_disassembly,
     parse_exception_banner,
+    parse_focus,
     parse_info_line,
     parse_info_symbol,
     parse_kernels,
     parse_lanes,
     parse_print_int,
+    parse_sms,
+    parse_threads,
     parse_warps,
 )
 from postmortem.gdb.model import CudaException, FocusCoords, Frame, Instruction
-from postmortem.gdb.parse import parse_focus
 from tests.tooling import DUMPS, TRANSCRIPTS, load_transcript, require_files
 
 CUDA_GDB = TRANSCRIPTS / "cuda-gdb"
@@ -47,7 +49,10 @@ PARSERS = {
     "info-symbol": parse_info_symbol,
     "info-line": parse_info_line,
     "p-x": parse_print_int,
+    "info-cuda-threads": parse_threads,
+    "info-cuda-sms": parse_sms,
     "x-i": parse_disassembly,
+    "disas": parse_disassembly,
     "bt": parse_backtrace,
     "banner": parse_exception_banner,
     "exception": parse_exception_banner,
@@ -80,6 +85,58 @@ FILL = (
     "std::array<char*, 1ul> >(int, at::native::FillFunctor<unsigned char>, "
     "std::array<char*, 1ul>)"
 )
+
+
+THREAD = ("current", "kernel", "block_idx", "thread_idx", "to_block_idx", "to_thread_idx",
+          "count", "pc", "device", "sm", "warp", "lane", "filename", "line")  # fmt: skip
+SM = ("current", "device", "sm", "active_warps_mask")
+INSN = ("address", "symbol", "offset", "is_pc", "is_error_pc")
+# The blocks (even x of each 2-CTA cluster, by y) in 12.8's "info cuda threads" transcript.
+CLUSTER_X_BY_Y = ((0, 2, 8, 12, 14, 16, 18, 24), (0, 6, 10, 14, 16, 28), (8, 14, 16, 28, 30),
+                  (6, 10, 12, 24), (2, 4, 16, 22), (16,), (8, 10, 12, 28),
+                  (4, 10, 12, 18, 22, 26))  # fmt: skip
+CUTLASS_PARAMS = (
+    "vllm::cutlass_3x_gemm_sm90_fp8<cutlass::float_e4m3_t, cutlass::bfloat16_t, "
+    "vllm::c3x::ScaledEpilogue, cute::tuple<cute::C<64>, cute::C<128>, cute::C<128> >, "
+    "cute::tuple<cute::C<2>, cute::C<1>, cute::C<1> >, "
+    "cutlass::gemm::KernelTmaWarpSpecializedPingpongFP8FastAccum, "
+    "cutlass::epilogue::TmaWarpSpecialized, false>::GemmKernel"
+)
+FLASH_ATTN = (
+    "flash_attn_ext_vec<64, 1, (ggml_type)1, (ggml_type)1, false>(char const*, char const*, "
+    "char const*, char const*, char const*, int const*, float*, float2*, float, float, float, "
+    "float, unsigned int, float, int, uint3, int, int, int, int, int, int, int, int, int, int, "
+    "int, long, int, int, long, int, int, int, int, int, long)"
+)
+
+
+def threads_12_8():
+    blocks = [(x + d, y, 0) for y, xs in enumerate(CLUSTER_X_BY_Y) for x in xs for d in (0, 1)]
+    return tuple(
+        (i == 0, 0, b, (0, 0, 0), b, (319, 0, 0), 320,
+         0x7FFEA15F61F0 if b[0] % 2 else 0x7FFEA15F9A70, None, None, None, None, None, None)
+        for i, b in enumerate(blocks)
+    )  # fmt: skip
+
+
+def threads_acos_uncoalesced():
+    return tuple((i == 0, 1, (0, 0, 0), (i, 0, 0), None, None, None, 0x88F88C, 0, 0, 0, i,
+                  "acos.cu", 376) for i in range(10))  # fmt: skip
+
+
+def threads_breakpoint_all():
+    return tuple((False, 0, (1, 0, 0), (i, 0, 0), None, None, None, 0x948E58, 0, 11, 0, i,
+                  "infoCommands.cu", 12) for i in range(6))  # fmt: skip
+
+
+def disas_12_6(value):
+    # 65 rows of add_kernel (<+0> … <+1024>), then the callee's rows, whose offsets restart.
+    offsets = [16 * i for i in range(65)] + [16 * i for i in range(15)]
+    return rows(value, *INSN) == tuple(
+        (0x202156400 + 16 * i, None, off, i == 0, False) for i, off in enumerate(offsets)
+    ) and [value[i].text for i in (0, 1, 63, 64, 65, 67, 68, 79)] == [
+        "ISETP.NE.U32.AND P0, PT, RZ, UR2, PT", "@P0 BRA 0x140", "STG.E [R2.64], R0", "EXIT",
+        "MOV R9, 0x0", "RET.REL.NODEC R8 0x0", "BRA 0x440", "NOP"]  # fmt: skip
 
 
 def lanes_12_9():
@@ -189,6 +246,92 @@ EXPECTED = {
             coredump_path="core_1665152103_cyclops_165521.nvcudmp",
         )
     ),  # fmt: skip
+    "12.8/nvfp4-gemv-cluster__info-cuda-threads.txt": lambda v: rows(v, *THREAD) == threads_12_8(),
+    "docs-12.9/info-cuda-threads-uncoalesced.txt": lambda v: (
+        rows(v, *THREAD) == threads_acos_uncoalesced()
+    ),
+    "docs-13.4/info-cuda-threads-uncoalesced.txt": lambda v: (
+        rows(v, *THREAD) == threads_acos_uncoalesced()
+    ),
+    "docs-12.9/info-cuda-threads-breakpoint-all.txt": lambda v: (
+        rows(v, *THREAD) == threads_breakpoint_all()
+    ),
+    "docs-12.9/info-cuda-threads.txt": "7 cells for 8 columns",
+    "docs-12.9/info-cuda-sms.txt": lambda v: (
+        rows(v, *SM) == tuple((i == 0, 0, i, 0xFFFFFFFFFFFFFFFF) for i in range(9))
+    ),
+    "docs-13.4/info-cuda-sms.txt": lambda v: (
+        rows(v, *SM) == tuple((i == 0, 0, i, 0xFFFFFFFFFFFFFFFF) for i in range(9))
+    ),
+    "12.6/jetson-indcall__disas.txt": disas_12_6,
+    "docs-13.4/disas-pc.txt": lambda v: (
+        v
+        == (
+            Instruction(
+                0x555555C08FB0, "_Z16exception_kernelPv11exception_t", 3504, "ERRBAR", True, False
+            ),
+        )
+    ),  # fmt: skip
+    "docs-13.4/disas-errorpc.txt": lambda v: (
+        v
+        == (
+            Instruction(
+                0x555555C08620,
+                "_Z16exception_kernelPv11exception_t",
+                1056,
+                "ST.E.U8.STRONG.SYS [R6.64], R5",
+                False,
+                True,
+            ),
+        )
+    ),  # fmt: skip
+    "unstated/vllm-blog2-cutlass-banner-inlined.txt": lambda v: (
+        v
+        == CudaException(
+            "Warp Illegal Instruction",
+            False,
+            0x7F5687BBB580,
+            "copy_sm90_tma.hpp",
+            185,
+            f"void cutlass::device_kernel<{CUTLASS_PARAMS}>({CUTLASS_PARAMS}::Params)",
+            "copy_sm90_tma.hpp",
+            348,
+            FocusCoords(0, 6, (0, 1, 0), (0, 0, 0), 0, 124, 2, 0, cluster=(0, 1, 0)),
+            coredump_path="/tmp/cuda_coredump_nm-automation-h100-standalone-0-preserve"
+            ".361991.1764626086",
+            inline_function="_ZN4cute16SM90_TMA_LOAD_3D4copyEPKvPmmPvRKiS6_S6_",
+        )
+    ),  # fmt: skip
+    "unstated/llamacpp-notes-exception-live.txt": lambda v: (
+        v
+        == CudaException(
+            "Warp Misaligned Address",
+            False,
+            0x7FFF20CD8FB0,
+            "common.cuh",
+            692,
+            FLASH_ATTN,
+            None,
+            None,
+            FocusCoords(0, 1399, (0, 1, 15), (0, 3, 0), 0, 0, 4, 0),
+            signal_code=6,
+        )
+    ),  # fmt: skip
+    "unstated/triton-gluon-tutorial-exception-live.txt": lambda v: (
+        v
+        == CudaException(
+            "Warp Illegal Instruction",
+            False,
+            0x628FBE590,
+            "09-tma-gather-scatter.py",
+            245,
+            "async_gather_kernel",
+            None,
+            None,
+            FocusCoords(0, 9, (0, 0, 0), (96, 0, 0), 0, 148, 0, 0),
+            signal_code=4,
+        )
+    ),  # fmt: skip
     "12.1/issue18-switch-focus.txt": lambda v: (
         v
         == CudaException(
@@ -227,6 +370,22 @@ EXPECTED_FRAMES = {
             0, 0x7FC2AFBA5E70, FILL, (40960, 1, 1), (128, 1, 1), "", None, None, None, None, None
         ),
     ),  # fmt: skip
+    "unstated/vllm-blog2-cutlass-banner-inlined.txt": (
+        Frame(
+            0,
+            None,
+            f"cutlass::device_kernel<{CUTLASS_PARAMS}>",
+            (2, 2, 1),
+            (384, 1, 1),
+            "",
+            "/usr/local/cuda-12.9/include/sm_20_intrinsics.hpp",
+            151,
+            "_ZN52_INTERNAL_64778a7b_21_scaled_mm_sm90_fp8_cu_e01c669e24__cvta_generic_to_"
+            "sharedEPKv",
+            "util.hpp",
+            108,
+        ),
+    ),  # fmt: skip
     "unstated/enzyme-jl-issue428-banner.txt": (
         Frame(
             0,
@@ -244,8 +403,8 @@ EXPECTED_FRAMES = {
     ),  # fmt: skip
 }
 
-PUBLISHED = sorted(p for p in CUDA_GDB.rglob("*.txt") if not p.parent.name[:1].isdigit()
-                   or p.parent.name == "12.1")  # fmt: skip
+# Every folder but 11.8, whose live recordings of the fixture dumps are checked below.
+PUBLISHED = sorted(p for p in CUDA_GDB.rglob("*.txt") if p.parent.name != "11.8")
 
 
 def case_id(path: Path) -> str:
@@ -458,14 +617,83 @@ BANNER_11_8 = (
 
 
 def test_banner_with_inline_location_names_callee_and_call_site():
+    # 11.8 prints the location alone: no function before it, the callee in "in X inlined"
     result = parse_exception_banner(BANNER_11_8)
     assert result == Parsed(
         CudaException(
-            "Warp Illegal Address", False, 0x7F0000000290, "k.cu", 2, "_Z5storeIfEvPT_iS0_",
+            "Warp Illegal Address", False, 0x7F0000000290, "k.cu", 2, None,
             "k.cu", 4, FocusCoords(0, 7, (5, 0, 0), (67, 0, 0), 0, 3, 2, 3),
+            inline_function="_Z5storeIfEvPT_iS0_",
         ),
         BANNER_11_8,
     )  # fmt: skip
+
+
+def test_banner_without_exception_line_takes_the_name_from_the_signal():
+    # GIVEN a real live session (Triton tutorial) without its "CUDA Exception:" line, as
+    # cuda-gdb prints it for lane exceptions
+    _, text = load_transcript(CUDA_GDB / "unstated/triton-gluon-tutorial-exception-live.txt")
+    without = "".join(
+        line for line in text.splitlines(keepends=True)
+        if not line.startswith("CUDA Exception:")
+    )  # fmt: skip
+    # WHEN it is parsed
+    result = parse_exception_banner(without)
+    # THEN the name and the number come from "received signal CUDA_EXCEPTION_4, Warp …."
+    assert isinstance(result, Parsed), result
+    assert (result.value.name, result.value.signal_code) == ("Warp Illegal Instruction", 4)
+    assert result.value == parse_exception_banner(text).value
+
+
+def widen_status(text, status):
+    """Lays out a real kernels table again with `status` in the Status column, as cuda-gdb
+    does: the column is right-aligned and as wide as its widest cell."""
+    lines = text.splitlines()
+    header = next(i for i, line in enumerate(lines) if "Status" in line)
+    grow = len(status) - len("Active")
+    if "  " in lines[header]:  # aligned: the header moves right with the wider column
+        lines[header] = lines[header].replace(" Status", " " * grow + " Status")
+    return (
+        "\n".join(
+            lines[: header + 1]
+            + [line.replace(" Active ", f" {status} ") for line in lines[header + 1 :]]
+        )
+        + "\n"
+    )
+
+
+@pytest.mark.parametrize("name", [
+    "11.8/oob_store__info-cuda-kernels.txt",
+    "docs-12.9/info-cuda-kernels.txt",
+    "docs-13.4/info-cuda-kernels.txt",
+], ids=str)  # fmt: skip
+def test_kernel_status_with_a_space_and_parentheses_is_kept_whole(name):
+    # GIVEN a real kernels table whose kernel cuda-gdb reports as preempted
+    _, text = load_transcript(CUDA_GDB / name)
+    preempted = widen_status(text, "Active (preempted)")
+    # WHEN both are parsed
+    before, after = parse_kernels(text), parse_kernels(preempted)
+    # THEN the status is whole and every other cell is read as before
+    assert isinstance(before, Parsed) and isinstance(after, Parsed), after
+    assert [r.status for r in after.value] == ["Active (preempted)"]
+    assert rows(after.value, *KERNEL[:5], *KERNEL[6:]) == rows(
+        before.value, *KERNEL[:5], *KERNEL[6:])  # fmt: skip
+
+
+def test_disassemble_offset_only_rows_have_no_symbol():
+    text = "   0x00007fffd7a3b2d0 <+1056>:\tSTG.E desc[UR4][R2.64], R7\n"
+    assert parse_disassembly(text) == Parsed(
+        (Instruction(0x7FFFD7A3B2D0, None, 1056, "STG.E desc[UR4][R2.64], R7", False, False),),
+        text,
+    )
+
+
+def test_disassembly_symbol_may_hold_angle_brackets():
+    text = "*> 0x7f7fe1dfac70 <void moe<int>(int*)+624>: ATOMS.POPC.INC.32 RZ, [R10+URZ+0x4]\n"
+    result = parse_disassembly(text)
+    assert isinstance(result, Parsed)
+    assert rows(result.value, *INSN) == ((0x7F7FE1DFAC70, "void moe<int>(int*)", 624, False,
+                                          True),)  # fmt: skip
 
 
 def test_assertion_variant_has_no_exception_name():
@@ -568,7 +796,10 @@ FRAGMENTS = st.sampled_from([
     "CUDA Exception: ", "Assertion failed.", "The exception was triggered at PC 0x",
     "[Current focus set to CUDA kernel ", "block (", ",0,0)", "thread ", "device ", "#0  ",
     "<<<(", ")>>>", " () at ", ":", " in ", " inlined from ", "Line ", ' of "',
-    '" starts at address ',
+    '" starts at address ', "  (", "<+16>:\t", " (preempted)", "Device 0", "  SM Active Warps Mask",
+    "--Type <RET> for more, q to quit, c to continue without paging--",
+    "  BlockIdx ThreadIdx To BlockIdx To ThreadIdx Count   PC Filename  Line",
+    " received signal CUDA_EXCEPTION_14, Warp Illegal Address.",
     " and ends at ", "<", "+", ">", "No line number information available for address ",
     " in section ", " of ", "$1 = ", "=> ", "*> ", "*=> ", "Device 0 SM 0", "Kernel 1",
     "  Kernel Parent Dev Grid Status   SMs Mask   GridDim  BlockDim Invocation", "*", " ",
