@@ -101,13 +101,17 @@ class CorruptSection(PostmortemError):
 
 @dataclass(eq=False)
 class CompressedDumpError(PostmortemError):
-    """A gzip-compressed dump could not be decompressed."""
+    """A compressed dump (gzip, zstd, xz) could not be decompressed, or was refused."""
 
     path: Path
     reason: str
+    codec: str = "gzip"
+    """The compression format: "gzip", "zstd" or "xz"."""
+    hint: str | None = None
+    """What to do next, when there is something (a limit the user may raise)."""
 
     def __str__(self) -> str:
-        return f"{self.path}: cannot decompress gzip dump: {self.reason}"
+        return f"{self.path}: cannot decompress {self.codec} dump: {self.reason}"
 
 
 @dataclass(eq=False)
@@ -152,3 +156,40 @@ class OutputExists(PostmortemError):
         return f"{self.path}: exists already{more}; not overwritten"
 
     hint = "choose another --out directory, or pass --force to overwrite"
+
+
+@dataclass(eq=False)
+class MalformedElf(PostmortemError):
+    """An ELF header or section header table that cannot be read, or a structure of an
+    embedded image that runs out of bounds."""
+
+    where: str
+    """The structure: "ELF header", "section header table", a section's name."""
+    problem: str
+    """What is wrong, with the numbers."""
+    field: str | None = None
+    """The header field that cannot be right (`e_shentsize`), when one is to blame."""
+    value: int | None = None
+    """That field's value."""
+    past_end_at: int | None = None
+    """Where the structure starts, when it runs past the end of the file."""
+
+    def __str__(self) -> str:
+        return f"{self.where}: {self.problem}"
+
+
+@dataclass(eq=False)
+class NoGpuState(PostmortemError):
+    """A readable CUDA coredump that holds no GPU state to analyze (no warp, no fault)."""
+
+    path: Path
+    holds: str
+    """What the dump does hold, in words ("1 device, 2 modules, 0 SMs")."""
+
+    def __str__(self) -> str:
+        return (
+            f"{self.path}: no GPU state to analyze: no warp and no exception in the dump "
+            f"(it holds {self.holds})"
+        )
+
+    hint = "a dump written before any kernel ran, or one whose SM, warp and lane tables were lost"

@@ -1,27 +1,20 @@
 """What a cubin holds: its functions, their sections and load addresses, its debug info.
 
-Read with pyelftools through a window onto the coredump's memory map, so locating a PC
-touches only the section headers and the symbol table of each image, never a copy of
-the whole cubin. The symbol table is read from its raw bytes because pyelftools drops
-the CUDA bits of `st_other` (STO_CUDA_ENTRY marks a kernel).
+Read with `postmortem.elf` through a view of the coredump's memory map, so locating a PC
+touches only the section headers and the symbol table of each image, never a copy of the
+whole cubin. `st_other` keeps its CUDA bits (STO_CUDA_ENTRY marks a kernel).
 """
 
 from __future__ import annotations
 
-import io
-import mmap
-import struct
 from dataclasses import dataclass
 
-from elftools.elf.elffile import ELFFile
-from elftools.elf.sections import StringTableSection
+import numpy as np
 
 from postmortem.demangle import demangle
+from postmortem.elf import SHF_EXECINSTR, SHT_SYMTAB, STT_FUNC, Buffer, Sections, read_header
 
-SHF_EXECINSTR = 0x4
-STT_FUNC = 2
 STO_CUDA_ENTRY = 0x10
-_SYM = struct.Struct("<IBBHQQ")
 _DEBUG_SECTIONS = (".debug_line", ".nv_debug_line_sass", ".debug_info")
 
 
@@ -101,80 +94,57 @@ class CubinSummary:
         return next((f for f in self.functions if f.contains(pc)), None)
 
 
-class _Window(io.RawIOBase):
-    """A read-only file view of `[start, start + size)` of a memory map."""
-
-    def __init__(self, buffer: mmap.mmap | bytes, start: int, size: int) -> None:
-        self._buffer, self._start, self._size, self._pos = buffer, start, size, 0
-
-    def readable(self) -> bool:
-        return True
-
-    def seekable(self) -> bool:
-        return True
-
-    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
-        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._pos, io.SEEK_END: self._size}[whence]
-        self._pos = max(0, base + offset)
-        return self._pos
-
-    def tell(self) -> int:
-        return self._pos
-
-    def readinto(self, target: bytearray | memoryview) -> int:  # type: ignore[override]
-        count = max(0, min(len(target), self._size - self._pos))
-        begin = self._start + self._pos
-        target[:count] = self._buffer[begin : begin + count]
-        self._pos += count
-        return count
-
-
-def summarize_cubin(
-    buffer: mmap.mmap | bytes, start: int = 0, size: int | None = None
-) -> CubinSummary:
+def summarize_cubin(buffer: Buffer, start: int = 0, size: int | None = None) -> CubinSummary:
     """Read the code sections, functions and debug sections of the cubin at `[start, start+size)`.
 
-    Raises whatever pyelftools raises on a malformed image; callers translate it.
+    Raises:
+        MalformedElf: The image's ELF header or section header table cannot be read.
     """
     size = len(buffer) - start if size is None else size
-    elf = ELFFile(io.BufferedReader(_Window(buffer, start, size)))
-    names = [section.name for section in elf.iter_sections()]
-    functions = _functions(elf, names)
+    view = memoryview(buffer)[start : start + size]
+    try:
+        return _summarize(view)
+    finally:
+        view.release()
+
+
+def _summarize(view: memoryview) -> CubinSummary:
+    header = read_header(view)
+    sections = Sections(view, header)
+    names = [sections.name(index) for index in range(sections.count)]
+    functions = _functions(sections, names)
     by_section = {f.section_index: f for f in functions}
-    sections = []
-    for index, section in enumerate(elf.iter_sections()):
-        if section["sh_flags"] & SHF_EXECINSTR:
-            owner = by_section.get(index)
-            sections.append(
-                CodeSection(
-                    section.name, index, section["sh_addr"], section["sh_size"],
-                    owner.name if owner else None, owner.symbol_index if owner else None,
-                )
-            )  # fmt: skip
-    abi = elf.e_ident_raw[8]
-    # ABI v8 (CUDA 13) moved the SM number from bits 0-7 of e_flags to bits 8-15.
-    arch = (elf["e_flags"] >> 8) & 0xFF if abi >= 8 else elf["e_flags"] & 0xFF
-    debug = tuple(name for name in _DEBUG_SECTIONS if name in names)
-    return CubinSummary(abi, arch, tuple(sections), functions, debug)
-
-
-def _functions(elf: ELFFile, names: list[str]) -> tuple[Function, ...]:
-    symtab = elf.get_section_by_name(".symtab")
-    if symtab is None:
-        return ()
-    strtab = elf.get_section(symtab["sh_link"])
-    if not isinstance(strtab, StringTableSection):
-        return ()
-    data = symtab.data()
-    found = []
-    for number in range(len(data) // _SYM.size):
-        name_offset, info, other, shndx, value, size = _SYM.unpack_from(data, number * _SYM.size)
-        if info & 0xF != STT_FUNC or not 0 < shndx < len(names):
-            continue  # undefined (e.g. __assertfail, resolved by the driver) or not code
-        found.append(
-            Function(
-                strtab.get_string(name_offset), number, names[shndx], shndx, value, size,
-                bool(other & STO_CUDA_ENTRY),
+    code = []
+    for index in np.flatnonzero(sections.flags & SHF_EXECINSTR).tolist():
+        owner = by_section.get(index)
+        code.append(
+            CodeSection(
+                names[index], index, int(sections.addr[index]), int(sections.size[index]),
+                owner.name if owner else None, owner.symbol_index if owner else None,
             )
         )  # fmt: skip
-    return tuple(found)
+    # ABI v8 (CUDA 13) moved the SM number from bits 0-7 of e_flags to bits 8-15.
+    abi = header.abi_version
+    arch = (header.flags >> 8) & 0xFF if abi >= 8 else header.flags & 0xFF
+    debug = tuple(name for name in _DEBUG_SECTIONS if name in names)
+    return CubinSummary(abi, arch, tuple(code), functions, debug)
+
+
+def _functions(sections: Sections, names: list[str]) -> tuple[Function, ...]:
+    symtab = sections.find(".symtab", SHT_SYMTAB)
+    if symtab is None:
+        return ()
+    strings = int(sections.link[symtab])
+    symbols = sections.symbols(symtab)
+    kinds = symbols["info"] & 0xF
+    shndx = symbols["shndx"].astype(np.int64)
+    # Undefined functions (e.g. __assertfail, resolved by the driver) have no code here.
+    wanted = np.flatnonzero((kinds == STT_FUNC) & (shndx > 0) & (shndx < len(names)))
+    return tuple(
+        Function(
+            sections.string_at(strings, int(symbols["name"][n])), n, names[int(shndx[n])],
+            int(shndx[n]), int(symbols["value"][n]), int(symbols["size"][n]),
+            bool(int(symbols["other"][n]) & STO_CUDA_ENTRY),
+        )
+        for n in wanted.tolist()
+    )  # fmt: skip

@@ -26,7 +26,8 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-from postmortem.cubin.elfimage import ElfFormatError, ElfImage
+from postmortem.cubin.elfimage import ElfImage
+from postmortem.errors import MalformedElf
 
 __all__ = [
     "ATTRIBUTE_NAMES",
@@ -257,7 +258,7 @@ def read_kernel_info(cubin: bytes, kernel: str) -> KernelInfo | None:
     """
     try:
         return _kernel_info(ElfImage(cubin), kernel)
-    except ElfFormatError as exc:
+    except MalformedElf as exc:
         raise NvInfoError(exc.where, exc.problem) from exc
 
 
@@ -361,7 +362,7 @@ def read_toolkit_info(cubin: bytes) -> ToolkitInfo | None:
     """
     try:
         return _toolkit_info(ElfImage(cubin))
-    except ElfFormatError as exc:
+    except MalformedElf as exc:
         raise NvInfoError(exc.where, exc.problem) from exc
 
 

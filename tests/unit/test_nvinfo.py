@@ -267,7 +267,7 @@ def test_malformed_records_raise_nvinfo_error(data, message):
 
 
 def test_not_an_elf_image_raises_nvinfo_error():
-    with pytest.raises(NvInfoError, match="not a 64-bit little-endian ELF"):
+    with pytest.raises(NvInfoError, match="no ELF magic"):
         read_kernel_info(b"not a cubin", "k")
     with pytest.raises(NvInfoError):
         read_toolkit_info(_cubin("oob_store.sm_90.v8")[:100])
