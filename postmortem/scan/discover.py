@@ -1,26 +1,25 @@
 """Finding CUDA coredumps in directory trees by their content, whatever their names.
 
 A file is a dump when it starts with an ELF64 header of type ET_CORE for machine EM_CUDA,
-or when it is gzip and its first decompressed bytes are such a header. Only the first
-bytes are read. Symbolic links that lead out of the trees being scanned are not followed
-unless asked; every file is reported once, however many links lead to it.
+or when it is compressed (gzip, zstd, xz) and its first decompressed bytes are such a
+header. Only the first bytes are read (and decompressed). Symbolic links that lead out of
+the trees being scanned are not followed unless asked; every file is reported once, however
+many links lead to it.
 """
 
 from __future__ import annotations
 
-import gzip
 import os
 import stat
-import struct
-import zlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from postmortem.coredump.decompress import CODEC_MAGIC_BYTES, read_decompressed_head, sniff_codec
+from postmortem.elf import core_header_problem
+from postmortem.errors import CompressedDumpError
+
 _HEADER_BYTES = 20  # e_ident (16), e_type (2), e_machine (2)
-_ET_CORE = 4
-_EM_CUDA = 190
-_GZIP_MAGIC = b"\x1f\x8b"
 _DUMP_NAME_HINTS = (".nvcudmp", "cudacore", "cuda_core")
 
 
@@ -36,22 +35,19 @@ class Candidate:
 
 def is_dump_header(head: bytes) -> bool:
     """True when `head` starts like a CUDA coredump: ELF64, ET_CORE, EM_CUDA."""
-    if len(head) < _HEADER_BYTES or head[:4] != b"\x7fELF" or head[4] != 2:
-        return False
-    e_type, e_machine = struct.unpack_from("<HH", head, 16)
-    return bool(e_type == _ET_CORE and e_machine == _EM_CUDA)
+    return core_header_problem(head) is None
 
 
 def sniff(path: Path) -> bool:
-    """True when the file at `path` holds a CUDA coredump, plain or gzip; raises OSError."""
+    """True when the file at `path` holds a CUDA coredump, plain or compressed; raises OSError."""
     with open(path, "rb") as file:
-        head = file.read(_HEADER_BYTES)
-    if head[:2] != _GZIP_MAGIC:
+        head = file.read(max(_HEADER_BYTES, CODEC_MAGIC_BYTES))
+    codec = sniff_codec(head)
+    if codec is None:
         return is_dump_header(head)
     try:
-        with gzip.open(path, "rb") as stream:
-            return is_dump_header(stream.read(_HEADER_BYTES))
-    except (OSError, EOFError, zlib.error):
+        return is_dump_header(read_decompressed_head(path, codec, _HEADER_BYTES))
+    except CompressedDumpError:
         return False
 
 

@@ -3,46 +3,40 @@
 The hash covers the ELF header, every section header and the bytes of the tables (devices,
 contexts, modules, grids, SMs, CTAs, warps, lanes, constbanks, metadata), which is what a
 signature is computed from, never the memory or register sections, so a dump with gigabytes
-of memory costs only its tables. A dump of up to 8 MiB is read in one go (cheaper than many
-small reads); a larger one is read table by table. A gzip file is fingerprinted by its
-trailer (CRC-32 and size of the uncompressed data) and its first bytes, without
-decompressing it. A file whose headers do not hold together is fingerprinted by its first
-and last 64 KiB: broken dumps are cached too.
+of memory costs only its tables. The file is memory-mapped and read through the same ELF
+layer as the reader (`postmortem.elf`); a table cut by the end of the file counts with the
+bytes it has. A gzip file is fingerprinted by its trailer (CRC-32 and size of the
+uncompressed data) and its first bytes, a zstd or xz file by its first 4 KiB and last 64
+bytes (the xz index and footer, a zstd frame's checksum), never by decompressing it. A file
+whose ELF header or section header table cannot be read is fingerprinted by its first and
+last 64 KiB: broken dumps are cached too.
 """
 
 from __future__ import annotations
 
 import hashlib
+import mmap
 import os
-import struct
-from collections.abc import Callable
-from functools import partial
 from pathlib import Path
 from typing import Any, BinaryIO
 
 import numpy as np
 
 from postmortem.coredump import tables as t
-from postmortem.coredump.elf import SHDR_DTYPE
+from postmortem.coredump.decompress import sniff_codec
+from postmortem.elf import SECTION_HEADER_SIZE, Sections, read_header
+from postmortem.errors import MalformedElf
 
-_TABLES = (
-    t.DEV_TABLE, t.CTX_TABLE, t.SM_TABLE, t.GRID_TABLE, t.CTA_TABLE, t.WP_TABLE, t.LN_TABLE,
-    t.MOD_TABLE, t.CB_TABLE, t.META_DATA,
+_TABLES = np.array(
+    [t.DEV_TABLE, t.CTX_TABLE, t.SM_TABLE, t.GRID_TABLE, t.CTA_TABLE, t.WP_TABLE, t.LN_TABLE,
+     t.MOD_TABLE, t.CB_TABLE, t.META_DATA],
+    dtype=np.uint32,
 )  # fmt: skip
-# Section type - SHT_LOUSER -> is it a table: a lookup instead of a set test per section.
-_IS_TABLE = np.zeros(64, dtype=bool)
-_IS_TABLE[[kind - t.SHT_LOUSER for kind in _TABLES]] = True
 _EDGE = 64 * 1024
-_IN_ONE_READ = 8 << 20
-_MAX_SECTIONS = 1 << 24
-
-Read = Callable[[int, int], bytes]
 
 
-def fingerprint(path: Path, one_read_below: int = _IN_ONE_READ) -> str:
+def fingerprint(path: Path) -> str:
     """A hex digest of the parts of the dump at `path` a scan result depends on.
-
-    A file of at most `one_read_below` bytes is read in one go; the digest is the same.
 
     Raises:
         OSError: The file cannot be read.
@@ -50,22 +44,15 @@ def fingerprint(path: Path, one_read_below: int = _IN_ONE_READ) -> str:
     with open(path, "rb") as file:
         size = os.fstat(file.fileno()).st_size
         digest = hashlib.sha256(size.to_bytes(8, "little"))
-        if size <= one_read_below:
-            data = file.read()
-            head = data[:_EDGE]
-            read: Read = partial(_slice, data)
-        else:
-            head = file.read(_EDGE)
-            read = partial(_read_at, file)
-        if head[:2] == b"\x1f\x8b":
-            digest.update(b"gzip" + head[:4096] + read(size - 8, 8))
-        elif not _tables(read, head, size, digest):
-            digest.update(b"raw" + head + read(max(size - _EDGE, 0), _EDGE))
+        head = file.read(_EDGE)
+        codec = sniff_codec(head)
+        if codec == "gzip":
+            digest.update(b"gzip" + head[:4096] + _read_at(file, size - 8, 8))
+        elif codec is not None:
+            digest.update(codec.encode() + head[:4096] + _read_at(file, max(size - 64, 0), 64))
+        elif not _tables(file, size, digest):
+            digest.update(b"raw" + head + _read_at(file, max(size - _EDGE, 0), _EDGE))
     return digest.hexdigest()[:32]
-
-
-def _slice(data: bytes, offset: int, length: int) -> bytes:
-    return data[offset : offset + length]
 
 
 def _read_at(file: BinaryIO, offset: int, length: int) -> bytes:
@@ -73,25 +60,20 @@ def _read_at(file: BinaryIO, offset: int, length: int) -> bytes:
     return file.read(length)
 
 
-def _tables(read: Read, head: bytes, size: int, digest: Any) -> bool:
-    # False when the headers do not hold together (the caller then hashes raw bytes).
-    if len(head) < 64 or head[:4] != b"\x7fELF":
+def _tables(file: BinaryIO, size: int, digest: Any) -> bool:
+    # False when the ELF header or section header table cannot be read (the caller then
+    # hashes raw bytes).
+    if size < 64:
         return False
-    shoff, shnum = struct.unpack_from("<Q", head, 0x28)[0], struct.unpack_from("<H", head, 0x3C)[0]
-    if shoff + 64 > size:
-        return False
-    if shnum == 0:  # extended numbering: the count is section 0's sh_size
-        shnum = int(np.frombuffer(read(shoff, 64), SHDR_DTYPE, 1)[0]["size"])
-    if not 0 < shnum <= _MAX_SECTIONS or shoff + shnum * 64 > size:
-        return False
-    raw = read(shoff, shnum * 64)
-    digest.update(head[:64] + raw)
-    headers = np.frombuffer(raw, SHDR_DTYPE, shnum)
-    kinds = headers["type"] - np.uint32(t.SHT_LOUSER)  # wraps for the standard types
-    tables = np.flatnonzero((kinds < 64) & _IS_TABLE[kinds & 63])
-    offsets, lengths = headers["offset"][tables].tolist(), headers["size"][tables].tolist()
-    for offset, length in zip(offsets, lengths, strict=True):
-        if offset + length > size:
+    with mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
+        try:
+            header = read_header(mapped, size)
+        except MalformedElf:
             return False
-        digest.update(read(offset, length))
+        sections = Sections(mapped, header, size)
+        table_end = header.shoff + header.section_count * SECTION_HEADER_SIZE
+        digest.update(mapped[:64] + mapped[header.shoff : table_end])
+        for index in np.flatnonzero(np.isin(sections.type, _TABLES)).tolist():
+            digest.update(sections.data(index))
+        del sections  # its buffer is the map, which closes here
     return True

@@ -19,8 +19,8 @@ import pytest
 
 from postmortem.analysis.analyze import AnalyzeOptions
 from postmortem.analysis.signature import load_rules
-from postmortem.coredump.elf import SHDR_DTYPE
 from postmortem.coredump.tables import DEV_TABLE
+from postmortem.elf import SECTION_DTYPE
 from postmortem.scan.index import build_index, render_index
 from postmortem.scan.run import ScanOptions, run_scan
 from postmortem.scan.worker import WorkOptions, report_path
@@ -215,7 +215,7 @@ def _with_changed_table(data: bytes) -> bytes:
     """The dump with one byte of its device table changed (the PCI bus id), same size."""
     shoff = int.from_bytes(data[0x28:0x30], "little")
     count = int.from_bytes(data[0x3C:0x3E], "little")
-    headers = np.frombuffer(data, SHDR_DTYPE, count, shoff)
+    headers = np.frombuffer(data, SECTION_DTYPE, count, shoff)
     (index,) = np.flatnonzero(headers["type"] == DEV_TABLE)
     changed = bytearray(data)
     changed[int(headers["offset"][index]) + 28] ^= 0x01

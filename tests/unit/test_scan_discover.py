@@ -3,15 +3,23 @@
 from __future__ import annotations
 
 import gzip
+import lzma
 import os
 import shutil
+import sys
 
 import pytest
 
 from postmortem.scan.discover import is_dump_header, iter_dumps, sniff
 from tests.conftest import DUMPS
 
+if sys.version_info >= (3, 14):
+    from compression import zstd
+else:
+    from backports import zstd
+
 OOB = DUMPS / "oob_store.nvcudmp"
+COMPRESS = {"gzip": gzip.compress, "zstd": zstd.compress, "xz": lzma.compress}
 
 
 def _names(found, root):
@@ -91,3 +99,24 @@ def test_a_file_root_is_taken_as_it_is(tree):
 def test_a_file_named_as_a_root_is_kept_though_its_folder_was_walked_first(tree):
     found = list(iter_dumps([tree, tree / "empty"]))
     assert "empty" in [c.path.name for c in found]
+
+
+@pytest.mark.parametrize("codec", sorted(COMPRESS))
+def test_compressed_dumps_are_found_by_their_decompressed_header(tmp_path, codec):
+    compress = COMPRESS[codec]
+    data = OOB.read_bytes()
+    host_core = bytearray(data[:64])
+    host_core[18:20] = (62).to_bytes(2, "little")
+    files = {
+        "packed": compress(data),
+        "text": compress(b"hello"),
+        "host": compress(bytes(host_core)),
+        "cut": compress(data)[:12],
+        "damaged": compress(data)[:8] + bytes(64),
+    }
+    for name, content in files.items():
+        (tmp_path / name).write_bytes(content)
+    assert {name: sniff(tmp_path / name) for name in files} == {
+        "packed": True, "text": False, "host": False, "cut": False, "damaged": False,
+    }  # fmt: skip
+    assert _names(iter_dumps([tmp_path]), tmp_path) == ["packed"]
