@@ -24,6 +24,7 @@ from postmortem.extract import extract_cubins, render_index
 from postmortem.report.context import build_report
 from postmortem.report.info import render_info_json, render_info_text
 from postmortem.report.render import FORMATS, render_report
+from postmortem.report.textsafe import escape_controls
 from postmortem.scan import cli_support as scan_cli
 from postmortem.summary import summarize
 
@@ -37,15 +38,16 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 def _run(debug: bool, action: Callable[[], T]) -> T:
-    """Run `action`, turning our errors into one line on stderr and an exit status."""
+    """Run `action`, turning our errors into one line on stderr and an exit status (a path
+    or name the message quotes has its control characters escaped)."""
     try:
         return action()
     except PostmortemError as error:
         if debug:
             traceback.print_exc()
-        click.echo(f"error: {error}", err=True)
+        click.echo(escape_controls(f"error: {error}"), err=True)
         if error.hint:
-            click.echo(f"hint: {error.hint}", err=True)
+            click.echo(escape_controls(f"hint: {error.hint}"), err=True)
         code = EXIT_TOOL if isinstance(error, ToolFailed | ToolNotFound) else EXIT_BAD_INPUT
         sys.exit(code)
     except KeyboardInterrupt:
@@ -53,9 +55,8 @@ def _run(debug: bool, action: Callable[[], T]) -> T:
     except Exception as error:  # a bug of ours: say so in one line, details with --debug
         if debug:
             traceback.print_exc()
-        click.echo(
-            f"internal error: {type(error).__name__}: {error} (rerun with --debug)", err=True
-        )
+        line = f"internal error: {type(error).__name__}: {error} (rerun with --debug)"
+        click.echo(escape_controls(line), err=True)
         sys.exit(EXIT_INTERNAL)
 
 
@@ -219,7 +220,7 @@ def analyze(
         click.echo(text, nl=False)
     else:
         output.write_text(text, encoding="utf-8")
-        click.echo(f"report written to {output}", err=True)
+        click.echo(f"report written to {escape_controls(str(output))}", err=True)
 
 
 @main.command()
@@ -240,7 +241,8 @@ def extract(core: Path, out_dir: Path, force: bool, debug: bool) -> None:
     def action() -> str:
         with open_coredump(core) as dump:
             written = extract_cubins(dump, out_dir, force=force)
-        return render_index(written) + f"{len(written)} cubin(s) written to {out_dir}\n"
+        where = escape_controls(str(out_dir))
+        return render_index(written) + f"{len(written)} cubin(s) written to {where}\n"
 
     click.echo(_run(debug, action), nl=False)
 

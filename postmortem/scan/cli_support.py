@@ -9,14 +9,15 @@ import json
 import os
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from postmortem.analysis.analyze import AnalyzeOptions
 from postmortem.analysis.fault import LocalizeOptions
-from postmortem.analysis.signature import SignatureRules, load_rules
+from postmortem.analysis.signature import Signature, SignatureRules, load_rules
 from postmortem.errors import PostmortemError
+from postmortem.report.textsafe import escape_controls
 from postmortem.scan.cache import default_cache_path
 from postmortem.scan.command import (
     ScanOutputs,
@@ -148,7 +149,8 @@ def summary_line(result: ScanResult, output: Path) -> str:
     errors = len(result.errors)
     return (
         f"scan {state}: {len(result.rows)} dumps, {len(result.groups)} signatures, "
-        f"{errors} error{'' if errors == 1 else 's'}; index written to {output}"
+        f"{errors} error{'' if errors == 1 else 's'}; "
+        f"index written to {escape_controls(str(output))}"
     )
 
 
@@ -159,7 +161,7 @@ def exit_status(result: ScanResult) -> int:
 
 def signature_texts(cores: tuple[Path, ...], values: Mapping[str, Any]) -> tuple[str, list[str]]:
     """What `postmortem signature` prints for each dump, and the one-line error of each
-    dump that could not be read."""
+    dump that could not be read; in text, control characters are shown escaped."""
     texts: list[str] = []
     errors: list[str] = []
     for core in cores:
@@ -173,9 +175,10 @@ def _signature_or_error(core: Path, values: Mapping[str, Any]) -> tuple[str, str
     try:
         return signature_text(core, values), None
     except PostmortemError as error:
-        return "", f"error: {error}"
+        return "", escape_controls(f"error: {error}")
     except Exception as error:  # a bug of ours: the other dumps are still signed
-        return "", f"internal error: {core}: {type(error).__name__}: {error} (rerun with --debug)"
+        line = f"internal error: {core}: {type(error).__name__}: {error} (rerun with --debug)"
+        return "", escape_controls(line)
 
 
 def signature_text(core: Path, values: Mapping[str, Any]) -> str:
@@ -185,4 +188,19 @@ def signature_text(core: Path, values: Mapping[str, Any]) -> str:
     if values.get("as_json"):
         view = {"path": str(core), **signature_view(signature)}
         return json.dumps(view, sort_keys=True) + "\n"
-    return render_signature(core, signature)
+    return render_signature(Path(escape_controls(str(core))), _escaped(signature))
+
+
+def _escaped(signature: Signature) -> Signature:
+    # `render_signature` prints these as they are: names and paths from the dump (and the
+    # rules' name) with their control characters escaped; the id stays that of the raw key.
+    return replace(
+        signature,
+        rules=escape_controls(signature.rules),
+        key=escape_controls(signature.key),
+        coarse_key=escape_controls(signature.coarse_key),
+        exception=escape_controls(signature.exception),
+        kernel=escape_controls(signature.kernel),
+        frames=tuple(escape_controls(frame) for frame in signature.frames),
+        all_frames=tuple(replace(f, file=escape_controls(f.file)) for f in signature.all_frames),
+    )

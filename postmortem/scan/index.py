@@ -130,12 +130,13 @@ def json_lines(index: dict[str, Any]) -> str:
 
 
 @cache
-def _environment() -> jinja2.Environment:
-    return template_environment()
+def _environment(text: bool) -> jinja2.Environment:
+    return template_environment(text=text)
 
 
 def render_index(index: dict[str, Any], fmt: str) -> str:
-    """The index in `fmt`: "text", "md", "html", or "json" (JSON lines)."""
+    """The index in `fmt`: "text", "md", "html", or "json" (JSON lines). In text, the
+    control characters of names and paths are shown escaped, never sent to the terminal."""
     if fmt == "json":
         return json_lines(index)
-    return _environment().get_template(_TEMPLATES[fmt]).render(index=index)
+    return _environment(fmt == "text").get_template(_TEMPLATES[fmt]).render(index=index)
