@@ -2,7 +2,9 @@
 
 Every external program (nvdisasm, cuobjdump, cuda-gdb) is started here, from an argv list
 and never through a shell, with stdin closed, in a session of its own so that a timeout
-kills the tool *and* everything it started (cuda-gdb starts cuobjdump, for one).
+kills the tool *and* everything it started (cuda-gdb starts cuobjdump, for one). Its output
+is read with a cap: a tool that prints without end (a hostile cubin, a tool bug) is killed
+when one of its streams passes the cap, so memory stays bounded.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import os
 import resource
+import selectors
 import signal
 import subprocess
 import tempfile
@@ -19,6 +22,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from postmortem.errors import ToolFailed, ToolNotFound
+
+MAX_OUTPUT_BYTES = 256 << 20
+"""The default cap on each of a tool's output streams."""
+_CHUNK = 1 << 16
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +51,7 @@ def run_tool(
     env: Mapping[str, str] | None = None,
     cwd: str | os.PathLike[str] | None = None,
     merge_stderr: bool = False,
+    max_output_bytes: int = MAX_OUTPUT_BYTES,
 ) -> ToolRun:
     """Runs one external tool to completion and returns what it printed.
 
@@ -57,19 +65,29 @@ def run_tool(
             so whatever a tool writes (a core file of its own) never lands elsewhere.
         merge_stderr: Send stderr into the same pipe as stdout (2>&1), so that error
             messages stay in order with the output around them.
+        max_output_bytes: The most bytes read from stdout, and from stderr; a tool that
+            prints more is killed (with its process group).
 
     Returns:
         The tool's output, exit status and run time.
 
     Raises:
         ToolNotFound: The program could not be started (missing, not executable).
-        ToolFailed: It did not finish within `timeout` (returncode None).
+        ToolFailed: It did not finish within `timeout` (returncode None), or printed more
+            than `max_output_bytes` on one stream (returncode: the killing signal, negated).
     """
     args = tuple(os.fspath(a) for a in argv)
     tool = Path(args[0]).name if args else "?"
     started = time.monotonic()
+    limits = _Limits(timeout, max_output_bytes)
     with tempfile.TemporaryDirectory(prefix="postmortem-tool-") as scratch:
-        return _run(args, tool, timeout, env, cwd or scratch, merge_stderr, started)
+        return _run(args, tool, limits, env, cwd or scratch, merge_stderr, started)
+
+
+@dataclass(frozen=True, slots=True)
+class _Limits:
+    timeout: float
+    max_output_bytes: int
 
 
 def _no_core_files() -> None:
@@ -81,7 +99,7 @@ def _no_core_files() -> None:
 def _run(
     args: tuple[str, ...],
     tool: str,
-    timeout: float,
+    limits: _Limits,
     env: Mapping[str, str] | None,
     cwd: str | os.PathLike[str],
     merge_stderr: bool,
@@ -105,24 +123,76 @@ def _run(
             f"it cannot be started ({exc.strerror or exc}); check the path",
         ) from exc
     try:
-        out, err = proc.communicate(timeout=timeout)
+        out, err = _collect(proc, started + limits.timeout, limits.max_output_bytes)
+        proc.wait(timeout=max(0.0, started + limits.timeout - time.monotonic()))
+        _close_pipes(proc)
     except subprocess.TimeoutExpired:
         _kill_group(proc)
-        raise ToolFailed(tool, args, None, f"no result within {timeout:g} s; killed") from None
+        detail = f"no result within {limits.timeout:g} s; killed"
+        raise ToolFailed(tool, args, None, detail) from None
+    except _TooMuchOutput as excess:
+        _kill_group(proc)
+        detail = f"{excess.stream} output exceeds {limits.max_output_bytes} bytes; killed"
+        raise ToolFailed(tool, args, proc.returncode, detail) from None
     return ToolRun(
         argv=args,
-        stdout=_decode(out),
-        stderr=_decode(err),
+        stdout=_decode(bytes(out)),
+        stderr=_decode(bytes(err)),
         returncode=proc.returncode,
         seconds=time.monotonic() - started,
     )
+
+
+class _TooMuchOutput(Exception):
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self.stream = stream
+
+
+def _collect(
+    proc: subprocess.Popen[bytes], deadline: float, cap: int
+) -> tuple[bytearray, bytearray]:
+    """Read stdout and stderr until both close, each up to `cap` bytes, until `deadline`.
+
+    Raises:
+        subprocess.TimeoutExpired: The deadline passed first.
+        _TooMuchOutput: A stream passed the cap.
+    """
+    out, err = bytearray(), bytearray()
+    buffers = {"stdout": out, "stderr": err}
+    with selectors.DefaultSelector() as selector:
+        for name, pipe in (("stdout", proc.stdout), ("stderr", proc.stderr)):
+            if pipe is not None:
+                selector.register(pipe, selectors.EVENT_READ, name)
+        while selector.get_map():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise subprocess.TimeoutExpired(proc.args, 0)
+            for key, _ in selector.select(left):
+                chunk = os.read(key.fd, _CHUNK)
+                if not chunk:
+                    selector.unregister(key.fileobj)
+                    continue
+                buffer = buffers[key.data]
+                buffer += chunk
+                if len(buffer) > cap:
+                    raise _TooMuchOutput(key.data)
+    return out, err
 
 
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:
     # The tool leads its own session (start_new_session), so its pid is the group id.
     with contextlib.suppress(ProcessLookupError):
         os.killpg(proc.pid, signal.SIGKILL)
-    proc.communicate()
+    # Whatever is left in the pipes is not read: it may be endless.
+    _close_pipes(proc)
+    proc.wait()
+
+
+def _close_pipes(proc: subprocess.Popen[bytes]) -> None:
+    for pipe in (proc.stdout, proc.stderr):
+        if pipe is not None:
+            pipe.close()
 
 
 def _decode(data: bytes | None) -> str:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -29,3 +31,34 @@ def truth_of(dump: Path) -> dict[str, Any]:
 @pytest.fixture(params=dump_paths(), ids=lambda p: p.name)
 def dump(request: pytest.FixtureRequest) -> Path:
     return request.param
+
+
+CONVENTIONS = ("code", "alloc")
+"""Relocated-image conventions (fixtures/builder/relocate.py): the committed dumps address
+only code sections; "alloc" dumps address every SHF_ALLOC section, as other producers do."""
+
+
+def build_corpus(out: Path, convention: str) -> Path:
+    """Build every fixture dump into `out` under a relocation convention (under a second)."""
+    builder = FIXTURES / "builder" / "build_dumps.py"
+    subprocess.run(
+        [sys.executable, str(builder), "--out", str(out), "--convention", convention],
+        check=True,
+        capture_output=True,
+    )
+    return out
+
+
+@pytest.fixture(scope="session")
+def alloc_dumps(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The whole fixture corpus built with `--convention alloc`, once per session; its
+    truth files are the committed ones."""
+    return build_corpus(tmp_path_factory.mktemp("dumps-alloc"), "alloc")
+
+
+@pytest.fixture(params=CONVENTIONS)
+def corpus(request: pytest.FixtureRequest) -> Path:
+    """The directory of the fixture dumps under each relocation convention in turn."""
+    if request.param == "code":
+        return DUMPS
+    return request.getfixturevalue("alloc_dumps")  # type: ignore[no-any-return]

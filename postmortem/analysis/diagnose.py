@@ -6,8 +6,25 @@ Each diagnosis has a stable `code` (for tests, scripts and grouping), a one-line
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum
+
+
+def missing_code(tool: str) -> str:
+    """The code of the diagnosis that `tool` is not installed."""
+    return f"{tool}-missing"
+
+
+def failed_code(tool: str) -> str:
+    """The code of the diagnosis that `tool` ran and gave no result (refused, timed out)."""
+    return f"{tool}-failed"
+
+
+NVDISASM_MISSING = missing_code("nvdisasm")
+"""No nvdisasm was found: no SASS, no inline chain."""
+NVDISASM_FAILED = failed_code("nvdisasm")
+"""nvdisasm ran on every copy of the image and gave no listing."""
 
 
 class Severity(Enum):
@@ -92,11 +109,17 @@ def pc_outside_modules(pc: int) -> Diagnosis:
     )
 
 
-def image_missing(module_handle: int) -> Diagnosis:
+def images_missing(module_handles: Sequence[int | None]) -> Diagnosis:
+    """The modules whose relocated image the dump lacks (one diagnosis for all of them)."""
+    first = module_handles[0]
+    module = "a module" if first is None else f"module 0x{first:x}"
+    if len(module_handles) > 1:
+        module = f"{len(module_handles):,} modules ({module} first)"
+    verb = "have" if len(module_handles) > 1 else "has"
     return Diagnosis(
         "image-missing",
         Severity.ERROR,
-        f"module 0x{module_handle:x} has no relocated image in the dump",
+        f"{module} {verb} no relocated image in the dump",
         "the dump was written without the module's ELF image; check "
         "CUDA_COREDUMP_GENERATION_FLAGS and write the dump again",
     )
@@ -126,7 +149,7 @@ def imprecise_pc(opcode: str, exception: str, nearest: str | None) -> Diagnosis:
 
 def tool_missing(tool: str, install: str) -> Diagnosis:
     return Diagnosis(
-        f"{tool}-missing",
+        missing_code(tool),
         Severity.WARNING,
         f"{tool} is not installed: no SASS and no source lines, native facts only",
         install,
@@ -134,4 +157,26 @@ def tool_missing(tool: str, install: str) -> Diagnosis:
 
 
 def tool_failed(tool: str, detail: str) -> Diagnosis:
-    return Diagnosis(f"{tool}-failed", Severity.ERROR, f"{tool} failed: {detail}", None)
+    return Diagnosis(failed_code(tool), Severity.ERROR, f"{tool} failed: {detail}", None)
+
+
+def image_refused(tool: str, refusals: Sequence[tuple[str, str]]) -> Diagnosis:
+    """`tool` ran on every copy of a module's image and refused each.
+
+    Args:
+        tool: The tool ("nvdisasm").
+        refusals: (which copy, the tool's message) for every copy tried, in order.
+    """
+    first = refusals[0][1] if refusals else "no message"
+    others = [
+        f"{copy} ({'the same message' if message == first else message})"
+        for copy, message in refusals[1:]
+    ]
+    tried = f"; also refused: {'; '.join(others)}" if others else ""
+    return Diagnosis(
+        failed_code(tool),
+        Severity.ERROR,
+        f"{tool} refused the image: {first}{tried}",
+        "the module's image in the dump may be damaged or written in a form this "
+        f"{tool} does not read; `postmortem extract` writes it out for a closer look",
+    )

@@ -14,15 +14,15 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from postmortem.analysis import diagnose as dx
+from postmortem.analysis.disassembly import disassemble_function, quoted
 from postmortem.analysis.forensics import Forensics, examine
 from postmortem.analysis.opclass import MEMORY_EXCEPTIONS, is_memory_access
-from postmortem.analysis.source import PathMap, QuotedLine, quote
+from postmortem.analysis.source import PathMap, QuotedLine
 from postmortem.coredump import CodeMap, Coredump, find_faults
 from postmortem.cubin.inspect import Function
-from postmortem.cubin.nvdisasm import Disassembly, disassemble
+from postmortem.cubin.nvdisasm import Disassembly
 from postmortem.cubin.sass import SassInstruction, SassListing, SourceFrame
-from postmortem.errors import ToolFailed, ToolNotFound
-from postmortem.model import Fault, describe_exception
+from postmortem.model import Fault, FaultSource, Module, describe_exception
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,7 +47,8 @@ class FaultSite:
     """Every fault record (lanes, warps, SMs) at this PC."""
     error_pc: int | None
     exception: int | None
-    module_handle: int | None
+    module: Module | None
+    """The module whose relocated image holds the PC."""
     function: Function | None
     """The function holding the PC (absolute addresses of the relocated image)."""
     offset: int | None
@@ -63,6 +64,11 @@ class FaultSite:
     forensics: Forensics | None = None
     """The instruction decoded and its address per lane; None without an instruction."""
 
+    @property
+    def module_handle(self) -> int | None:
+        """The module's handle (None without a module, or for a root-level image)."""
+        return None if self.module is None else self.module.module_handle
+
 
 def localize(
     core: Coredump,
@@ -76,9 +82,17 @@ def localize(
     """
     options = options or LocalizeOptions()
     code_map = code_map or CodeMap(core)
-    groups: dict[tuple[int, int | None], list[Fault]] = {}
+    # Lanes with different exception codes at one PC are different faults; a trap is
+    # kept apart from an exception at the same PC.
+    groups: dict[tuple[int, int | None, int | None, bool], list[Fault]] = {}
     for fault in find_faults(core, code_map) if faults is None else faults:
-        groups.setdefault((fault.device_index, fault.error_pc), []).append(fault)
+        key = (
+            fault.device_index,
+            fault.error_pc,
+            fault.exception,
+            fault.source is FaultSource.TRAP,
+        )
+        groups.setdefault(key, []).append(fault)
     ordered = sorted(groups.values(), key=lambda faults: -len(faults))
     return tuple(_localize_site(core, code_map, tuple(faults), options) for faults in ordered)
 
@@ -95,9 +109,11 @@ def _localize_site(
         return base
     if location is None:
         missing = [m for m in core.all_modules() if m.relocated_image is None]
-        outside = [dx.pc_outside_modules(pc)] + [dx.image_missing(m.module_handle) for m in missing]
+        outside = [dx.pc_outside_modules(pc)]
+        if missing:
+            outside.append(dx.images_missing([m.module_handle for m in missing]))
         return _replace(base, diagnoses=tuple(outside))
-    summary = code_map.summary(location.module_handle)
+    summary = code_map.summary(location.module)
     function = summary.find_function(pc) if summary else None
     notes: list[dx.Diagnosis] = []
     lane_offsets = {f.function_offset for f in faults if f.function_offset is not None}
@@ -107,9 +123,9 @@ def _localize_site(
         )
     has_lines = summary.has_line_info if summary else None
     name = function.demangled if function else location.section_name
-    notes.extend(_build_notes(code_map, location.module_handle, name, has_lines))
+    notes.extend(_build_notes(code_map, location.module, name, has_lines))
     site = _replace(
-        base, module_handle=location.module_handle, function=function,
+        base, module=location.module, function=function,
         offset=location.offset, has_line_info=has_lines,
     )  # fmt: skip
     if not options.disassemble or function is None or summary is None:
@@ -118,10 +134,10 @@ def _localize_site(
 
 
 def _build_notes(
-    code_map: CodeMap, module_handle: int, kernel: str, has_lines: bool | None
+    code_map: CodeMap, module: Module, kernel: str, has_lines: bool | None
 ) -> list[dx.Diagnosis]:
     """Line info missing (and why, from the recorded ptxas options); a -G build."""
-    toolkit = code_map.toolkit(module_handle)
+    toolkit = code_map.toolkit(module)
     options = toolkit.options if toolkit else None
     notes = []
     if has_lines is False:
@@ -142,9 +158,10 @@ def _disassembled(
     options: LocalizeOptions,
     notes: list[dx.Diagnosis],
 ) -> FaultSite:
-    assert site.function is not None and site.offset is not None and site.module_handle
+    assert site.function is not None and site.offset is not None
+    assert site.module is not None
     result, note = disassemble_function(
-        code_map, site.module_handle, site.function.symbol_index, section_address, options
+        core, code_map, site.module, site.function.symbol_index, section_address, options
     )
     if result is None:
         notes.extend([note] if note else [])
@@ -155,43 +172,16 @@ def _disassembled(
     chain = instruction.inline_chain if instruction else ()
     if instruction is not None:
         notes.extend(_precision(instruction, window, site.exception))
-    quoted = quote(chain, options.source_dirs, options.path_maps) if chain else ()
-    evidence = examine(core, code_map, site.faults, instruction) if instruction else None
+    lines = quoted(code_map, chain, options.source_dirs, options.path_maps) if chain else ()
+    # A warp stopped at a trap accessed nothing: there is no address to examine.
+    trapped = all(f.source is FaultSource.TRAP for f in site.faults)
+    evidence = (
+        examine(core, code_map, site.faults, instruction) if instruction and not trapped else None
+    )
     return _replace(
-        site, instruction=instruction, window=window, chain=chain, quoted=quoted,
+        site, instruction=instruction, window=window, chain=chain, quoted=lines,
         disassembly=result, diagnoses=tuple(notes), forensics=evidence,
     )  # fmt: skip
-
-
-def disassemble_function(
-    code_map: CodeMap,
-    module_handle: int,
-    symbol_index: int,
-    section_address: int,
-    options: LocalizeOptions,
-) -> tuple[Disassembly | None, dx.Diagnosis | None]:
-    """One function of a module, disassembled, its offsets relative to its code section.
-
-    Returns the disassembly, or None and the diagnosis that says why there is none.
-    """
-    image = code_map.image_bytes(module_handle)
-    try:
-        result = disassemble(
-            image, symbol_index, nvdisasm=options.nvdisasm, timeout=options.timeout
-        )
-    except ToolNotFound as error:
-        return None, dx.tool_missing(error.tool, error.hint or "")
-    except ToolFailed as error:
-        return None, dx.tool_failed(error.tool, error.detail)
-    listing = result.listing
-    # nvdisasm prints load addresses for a relocated image: back to section offsets.
-    if (
-        section_address
-        and listing.instructions
-        and listing.instructions[0].offset >= section_address
-    ):
-        result = replace(result, listing=listing.rebased(section_address))
-    return result, None
 
 
 def _without_padding(

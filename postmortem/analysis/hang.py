@@ -17,11 +17,13 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from postmortem.analysis.fault import LocalizeOptions, disassemble_function
+from postmortem.analysis.disassembly import disassemble_function
+from postmortem.analysis.fault import LocalizeOptions
 from postmortem.analysis.source import QuotedLine, quote
 from postmortem.analysis.state import WarpPcs, kernel_code, kernel_of, pc_groups
 from postmortem.coredump.faults import CodeMap
 from postmortem.coredump.reader import Coredump
+from postmortem.cubin.nvdisasm import Disassembly
 from postmortem.cubin.sass import SassInstruction, SassListing, SourceFrame
 from postmortem.model import Dim3
 
@@ -70,6 +72,9 @@ class HangAnalysis:
     findings: tuple[Finding, ...]
     notes: tuple[str, ...]
     """What limited the analysis (no nvdisasm, no line info)."""
+    disassemblies: tuple[Disassembly, ...] = ()
+    """The listing of each kernel disassembled, in grid order (one per distinct function);
+    each says which copy of the image nvdisasm read."""
 
 
 def analyze_hang(
@@ -77,25 +82,36 @@ def analyze_hang(
 ) -> HangAnalysis:
     """Group the warps by kernel and PC, read their instructions, flag deadlock patterns."""
     by_grid: dict[tuple[int, int], list[WarpPcs]] = defaultdict(list)
+    unplaced = 0
     for warp in warps:
+        if warp.grid_id is None:
+            unplaced += 1  # short CTA rows: no kernel to read its PCs in
+            continue
         by_grid[(warp.device_index, warp.grid_id)].append(warp)
     groups: list[StuckGroup] = []
     findings: list[Finding] = []
     notes: list[str] = []
+    if unplaced:
+        notes.append(f"{unplaced} warp(s) name no grid (their CTA rows are too short): left out")
+    listings: list[Disassembly] = []
     for (device, grid_id), members in sorted(by_grid.items()):
         kernel = kernel_of(core, code_map, device, grid_id)
-        listing, note = _listing(core, code_map, device, grid_id, options)
+        result, note = _listing(core, code_map, device, grid_id, options)
         notes.extend([note] if note else [])
+        listings.extend([result] if result else [])
+        listing = result.listing if result else None
         kernel_groups = _groups(device, grid_id, kernel, members, listing, options)
         groups.extend(kernel_groups)
         findings.extend(_findings(members, {g.offset: g for g in kernel_groups}, kernel))
     groups.sort(key=lambda g: (-g.lanes, g.device_index, g.grid_id, g.offset))
-    return HangAnalysis(tuple(groups), tuple(findings), tuple(dict.fromkeys(notes)))
+    # Grids of one kernel share one (memoized) disassembly: listed once.
+    unique = tuple({id(d): d for d in listings}.values())
+    return HangAnalysis(tuple(groups), tuple(findings), tuple(dict.fromkeys(notes)), unique)
 
 
 def _listing(
     core: Coredump, code_map: CodeMap, device: int, grid_id: int, options: LocalizeOptions
-) -> tuple[SassListing | None, str | None]:
+) -> tuple[Disassembly | None, str | None]:
     code = kernel_code(core, code_map, device, grid_id)
     if code is None:
         return None, f"grid {grid_id}: its kernel is in no module the dump holds"
@@ -103,9 +119,10 @@ def _listing(
     if not options.disassemble:
         return None, "nvdisasm not run (--no-disasm): no instructions, no barrier detection"
     result, note = disassemble_function(
-        code_map, location.module_handle, function.symbol_index, location.section_address, options
-    )
-    return (result.listing if result else None), (note.message if note else None)
+        core, code_map, location.module, function.symbol_index,
+        location.section_address, options,
+    )  # fmt: skip
+    return result, (note.message if note else None)
 
 
 def _groups(
@@ -182,7 +199,8 @@ def _where(offset: int, groups: dict[int, StuckGroup]) -> str:
 def _divergent_barriers(warps: Sequence[WarpPcs], groups: dict[int, StuckGroup]) -> list[Finding]:
     by_block: dict[Dim3, list[WarpPcs]] = defaultdict(list)
     for warp in warps:
-        by_block[warp.block_idx].append(warp)
+        if warp.block_idx is not None:  # a warp of no known block cannot split one
+            by_block[warp.block_idx].append(warp)
     found = []
     for block, members in sorted(by_block.items()):
         waiting = [w for w in members if _all_at(w, groups, "cta")]
@@ -220,9 +238,8 @@ def _convergence_splits(warps: Sequence[WarpPcs], groups: dict[int, StuckGroup])
         found.append(
             Finding(
                 "convergence-split",
-                f"warp {warp.warp_id} of block ({warp.block_idx[0]},{warp.block_idx[1]},"
-                f"{warp.block_idx[2]}): some lanes wait at a convergence barrier while others of "
-                "the warp are elsewhere",
+                f"warp {warp.warp_id} of {_block(warp.block_idx)}: some lanes wait at a "
+                "convergence barrier while others of the warp are elsewhere",
                 tuple(f"{count} lane(s) at {_where(o, groups)}" for o, count in warp.lanes_at),
                 "lanes reconverge when the others arrive; only if they never can (they wait "
                 "for something the waiting lanes must do) is this a deadlock",
@@ -249,6 +266,10 @@ def _spin_wait(
         "second dump where the PCs have not moved (and the data they read has not changed) "
         "makes it one",
     )
+
+
+def _block(block_idx: Dim3 | None) -> str:
+    return "an unknown block" if block_idx is None else "block ({},{},{})".format(*block_idx)
 
 
 def _kind(offset: int, groups: dict[int, StuckGroup]) -> str | None:

@@ -44,6 +44,9 @@ class Disassembly:
     stderr: str
     """What nvdisasm printed on stderr, e.g. its "switching to Old format" warning on
     ABI v7 cubins, which is not an error."""
+    image: str | None = None
+    """Which copy of a module's image was disassembled ("relocated image", "non-relocated
+    image"…: see `postmortem.cubin.normalize`); None when the caller did not say."""
 
 
 class DisassemblyStore(Protocol):

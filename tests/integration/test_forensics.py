@@ -3,7 +3,9 @@ came from, the misalignment, the shared-memory overflow, and what each build rec
 
 The expected addresses come from the fixtures' `address` specs (how each kernel's source
 computes the address, fixtures/builder/build_cubins.py), which the builder writes into the
-faulting lanes' registers; nothing here is taken from the tool's own output.
+faulting lanes' registers; nothing here is taken from the tool's own output. Every test
+that reads a dump runs on both corpora (`corpus`: relocated images with only code
+addressed, and with every SHF_ALLOC section addressed).
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from postmortem.analysis.state import kernel_code
 from postmortem.coredump import CodeMap, find_faults
 from postmortem.cubin.operands import decode_access
 from postmortem.cubin.sass import parse_sass
-from tests.conftest import DUMPS, dump_paths, truth_of
+from tests.conftest import dump_paths, truth_of
 from tests.tooling import require_tool
 
 
@@ -40,10 +42,11 @@ def nvdisasm():
     return require_tool("nvdisasm")
 
 
-def _site(path: Path, nvdisasm) -> FaultSite:
-    """The site on the device of the truth's fault (a dump may fault on several devices)."""
+def _site(path: Path, corpus: Path, nvdisasm) -> FaultSite:
+    """The site on the device of the truth's fault (a dump may fault on several devices), in
+    the dump of that name under `corpus` (either relocation convention)."""
     device = truth_of(path)["fault"]["device"]
-    with open_coredump(path) as core:
+    with open_coredump(corpus / path.name) as core:
         sites = localize(core, LocalizeOptions(nvdisasm=nvdisasm))
     site = next(s for s in sites if s.faults[0].device_index == device)
     assert site.forensics is not None
@@ -61,7 +64,7 @@ def test_every_addressed_fixture_is_covered():
 
 
 @pytest.mark.parametrize("path", ADDRESSED, ids=lambda p: p.name)
-def test_each_lane_address_equals_the_planted_one(path: Path, nvdisasm):
+def test_each_lane_address_equals_the_planted_one(path: Path, corpus: Path, nvdisasm):
     # GIVEN the lanes the builder planted, keyed by their coordinates
     truth = truth_of(path)
     planted = {
@@ -70,7 +73,7 @@ def test_each_lane_address_equals_the_planted_one(path: Path, nvdisasm):
         if f["device"] == truth["fault"]["device"]
     }
     # WHEN the faulting instruction's address is computed from each lane's registers
-    forensics = _site(path, nvdisasm).forensics
+    forensics = _site(path, corpus, nvdisasm).forensics
     assert forensics is not None and forensics.lane_set == "faulting lanes"
     computed = {(a.device_index, a.sm_id, a.warp_id, a.lane): a.address for a in forensics.lanes}
     # THEN every lane gets exactly the planted address
@@ -78,11 +81,11 @@ def test_each_lane_address_equals_the_planted_one(path: Path, nvdisasm):
 
 
 @pytest.mark.parametrize("path", ADDRESSED, ids=lambda p: p.name)
-def test_the_spread_follows_the_source_stride(path: Path, nvdisasm):
+def test_the_spread_follows_the_source_stride(path: Path, corpus: Path, nvdisasm):
     truth = truth_of(path)
     device = truth["fault"]["device"]
     addresses = [f["effective_address"] for f in truth["faulting_lanes"] if f["device"] == device]
-    spread = _site(path, nvdisasm).forensics.spread
+    spread = _site(path, corpus, nvdisasm).forensics.spread
     assert spread is not None
     assert (spread.minimum, spread.maximum) == (min(addresses), max(addresses))
     assert spread.stride_bytes == truth["fault"]["address"]["stride"]
@@ -97,7 +100,7 @@ def _global_with_params(path: Path) -> bool:
 @pytest.mark.parametrize(
     "path", [p for p in ADDRESSED if _global_with_params(p)], ids=lambda p: p.name
 )
-def test_the_address_is_attributed_to_the_argument_it_came_from(path: Path, nvdisasm):
+def test_the_address_is_attributed_to_the_argument_it_came_from(path: Path, corpus: Path, nvdisasm):
     # GIVEN the argument the kernel's source indexes, read from the truth's parameter bytes
     truth = truth_of(path)
     spec = truth["fault"]["address"]
@@ -106,7 +109,7 @@ def test_the_address_is_attributed_to_the_argument_it_came_from(path: Path, nvdi
     pointer = int.from_bytes(params[8 * spec["arg"] : 8 * spec["arg"] + 8], "little")
     first = truth["faulting_lanes"][0]["effective_address"]
     # WHEN the arguments are decoded
-    arguments = _site(path, nvdisasm).forensics.arguments
+    arguments = _site(path, corpus, nvdisasm).forensics.arguments
     # THEN the nearest pointer is that argument, at the planted distance
     assert arguments is not None and arguments.layout == ".nv.info"
     assert arguments.nearest is not None
@@ -116,56 +119,58 @@ def test_the_address_is_attributed_to_the_argument_it_came_from(path: Path, nvdi
     assert [a.ordinal for a in arguments.arguments] == list(range(len(arguments.arguments)))
 
 
-def test_arguments_come_from_constant_bank_zero_without_a_param_section(nvdisasm):
-    arguments = _site(DUMPS / "oob_store_cbank.nvcudmp", nvdisasm).forensics.arguments
+def test_arguments_come_from_constant_bank_zero_without_a_param_section(corpus: Path, nvdisasm):
+    arguments = _site(corpus / "oob_store_cbank.nvcudmp", corpus, nvdisasm).forensics.arguments
     assert arguments is not None and arguments.source == "constant bank 0"
 
 
-def test_a_dump_without_parameter_memory_says_so(nvdisasm):
-    forensics = _site(DUMPS / "oob_store_bare.nvcudmp", nvdisasm).forensics
+def test_a_dump_without_parameter_memory_says_so(corpus: Path, nvdisasm):
+    forensics = _site(corpus / "oob_store_bare.nvcudmp", corpus, nvdisasm).forensics
     assert forensics.arguments is None
     assert any("no parameter memory" in note for note in forensics.notes)
 
 
-def test_misaligned_load_is_misaligned_by_four_bytes(nvdisasm):
-    site = _site(DUMPS / "misaligned_load.nvcudmp", nvdisasm)
+def test_misaligned_load_is_misaligned_by_four_bytes(corpus: Path, nvdisasm):
+    site = _site(corpus / "misaligned_load.nvcudmp", corpus, nvdisasm)
     assert site.forensics.access.width_bytes == 16
     check = _check(site, "alignment")
     assert check.verdict is False and check.excess_bytes == 4
     assert "misaligned by 4 bytes for a 16-byte access" in check.message
 
 
-def test_shared_overflow_reports_how_far_past_the_window(nvdisasm):
+def test_shared_overflow_reports_how_far_past_the_window(corpus: Path, nvdisasm):
     # GIVEN the shared-memory size the builder gave the warp row, and the planted offsets
-    truth = truth_of(DUMPS / "shared_overflow.nvcudmp")
+    truth = truth_of(corpus / "shared_overflow.nvcudmp")
     size = truth["faulting_lanes"][0]["shared_mem_size"]
     worst = max(f["effective_address"] for f in truth["faulting_lanes"])
     # WHEN the faulting STS is examined
-    check = _check(_site(DUMPS / "shared_overflow.nvcudmp", nvdisasm), "shared-size")
+    check = _check(_site(corpus / "shared_overflow.nvcudmp", corpus, nvdisasm), "shared-size")
     # THEN the overflow is the end of the widest access minus the window
     assert check.verdict is False
     assert check.excess_bytes == worst + 4 - size == 16
     assert f"{size:,}-byte window" in check.message
 
 
-def test_shared_check_is_impossible_without_shared_mem_size(nvdisasm):
-    check = _check(_site(DUMPS / "shared_overflow.twin_r400.nvcudmp", nvdisasm), "shared-size")
+def test_shared_check_is_impossible_without_shared_mem_size(corpus: Path, nvdisasm):
+    check = _check(
+        _site(corpus / "shared_overflow.twin_r400.nvcudmp", corpus, nvdisasm), "shared-size"
+    )
     assert check.verdict is None and "sharedMemSize" in check.message
 
 
-def test_lightweight_dump_cannot_judge_a_global_address(nvdisasm):
-    check = _check(_site(DUMPS / "oob_store.nvcudmp", nvdisasm), "global-segment")
+def test_lightweight_dump_cannot_judge_a_global_address(corpus: Path, nvdisasm):
+    check = _check(_site(corpus / "oob_store.nvcudmp", corpus, nvdisasm), "global-segment")
     assert check.verdict is None
     assert "says nothing about the address being bad" in check.message
 
 
-def test_captured_memory_shows_the_address_is_outside_it(nvdisasm):
-    check = _check(_site(DUMPS / "oob_store_memory.nvcudmp", nvdisasm), "global-segment")
+def test_captured_memory_shows_the_address_is_outside_it(corpus: Path, nvdisasm):
+    check = _check(_site(corpus / "oob_store_memory.nvcudmp", corpus, nvdisasm), "global-segment")
     assert check.verdict is False and "5 of 5 addresses" in check.message
 
 
-def test_sm_level_fault_has_no_registers_and_says_so(nvdisasm):
-    forensics = _site(DUMPS / "sm_fault.nvcudmp", nvdisasm).forensics
+def test_sm_level_fault_has_no_registers_and_says_so(corpus: Path, nvdisasm):
+    forensics = _site(corpus / "sm_fault.nvcudmp", corpus, nvdisasm).forensics
     assert forensics.lanes == ()
     assert any("faulting warp is not in the dump" in note for note in forensics.notes)
 
@@ -178,15 +183,17 @@ def test_sm_level_fault_has_no_registers_and_says_so(nvdisasm):
         ("oob_store_nolineinfo", "no-line-info", "cannot be told"),
     ],
 )
-def test_build_provenance_tells_how_line_info_went_missing(name, code, words, nvdisasm):
-    site = _site(DUMPS / f"{name}.nvcudmp", nvdisasm)
+def test_build_provenance_tells_how_line_info_went_missing(
+    name, code, words, corpus: Path, nvdisasm
+):
+    site = _site(corpus / f"{name}.nvcudmp", corpus, nvdisasm)
     messages = {d.code: d.message for d in site.diagnoses}
     assert words in messages[code]
 
 
-def test_analysis_reports_each_faulting_modules_build():
+def test_analysis_reports_each_faulting_modules_build(corpus: Path):
     analysis = analyze_dump(
-        DUMPS / "oob_store_stripped.nvcudmp",
+        corpus / "oob_store_stripped.nvcudmp",
         AnalyzeOptions(LocalizeOptions(disassemble=False), cuda_gdb=False),
     )
     (build,) = analysis.builds
@@ -195,12 +202,12 @@ def test_analysis_reports_each_faulting_modules_build():
     assert build.line_info == "line info removed after compilation (compiled with -lineinfo)"
 
 
-def test_census_counts_lanes_warps_ctas_and_coordinates(nvdisasm):
+def test_census_counts_lanes_warps_ctas_and_coordinates(corpus: Path, nvdisasm):
     # GIVEN the faulting lanes the builder planted
-    path = DUMPS / "oob_store.nvcudmp"
+    path = corpus / "oob_store.nvcudmp"
     lanes = truth_of(path)["faulting_lanes"]
     # WHEN the fault sites are counted
-    (row,) = fault_census([_site(path, nvdisasm)])
+    (row,) = fault_census([_site(path, corpus, nvdisasm)])
     # THEN the row holds every lane, in one warp of one block on one SM
     assert (row.lanes, row.warps, row.ctas, row.sms, row.devices) == (len(lanes), 1, 1, 1, 1)
     threads = [f["thread_idx"][0] for f in lanes]
@@ -209,9 +216,9 @@ def test_census_counts_lanes_warps_ctas_and_coordinates(nvdisasm):
     assert row.sms_seen == ((lanes[0]["device"], lanes[0]["sm"]),)
 
 
-def test_census_merges_one_instruction_faulting_on_two_devices(nvdisasm):
+def test_census_merges_one_instruction_faulting_on_two_devices(corpus: Path, nvdisasm):
     # GIVEN a two-GPU dump where both devices fault at the same kernel offset
-    path = DUMPS / "two_devices_fault.nvcudmp"
+    path = corpus / "two_devices_fault.nvcudmp"
     lanes = truth_of(path)["faulting_lanes"]
     with open_coredump(path) as core:
         sites = localize(core, LocalizeOptions(nvdisasm=nvdisasm))
@@ -232,14 +239,16 @@ def test_census_merges_one_instruction_faulting_on_two_devices(nvdisasm):
     "window,offset,check,verdict",
     [("shared", 0x10, "shared-size", None), ("local", 0x20, "local-size", None)],
 )
-def test_a_generic_address_in_a_window_is_checked_as_that_space(window, offset, check, verdict):
+def test_a_generic_address_in_a_window_is_checked_as_that_space(
+    window, offset, check, verdict, corpus: Path
+):
     # GIVEN a generic store whose address lies in the context's shared or local window
     (instruction,) = parse_sass(
         "        /*0000*/                   ST.E [R2.64], R5 ;\n"
     ).instructions
     access = decode_access(instruction)
     assert access is not None and access.space == "generic"
-    with open_coredump(DUMPS / "oob_store.nvcudmp") as core:
+    with open_coredump(corpus / "oob_store.nvcudmp") as core:
         (context,) = core.contexts()
         base = {"shared": context.shared_window_base, "local": context.local_window_base}
         faults = find_faults(core)
@@ -249,15 +258,15 @@ def test_a_generic_address_in_a_window_is_checked_as_that_space(window, offset, 
     assert [(c.check, c.verdict) for c in checks] == [(check, verdict)]
 
 
-def test_an_address_just_below_a_pointer_is_attributed_to_it():
+def test_an_address_just_below_a_pointer_is_attributed_to_it(corpus: Path):
     # GIVEN consumer(buffer, out, n): `out[-1]` lies 4 bytes below arg1 and far above arg0
-    path = DUMPS / "two_modules.nvcudmp"
+    path = corpus / "two_modules.nvcudmp"
     grid_id = truth_of(path)["fault"]["grid_id"]
     with open_coredump(path) as core:
         code_map = CodeMap(core)
         grid = core.find_grid(0, grid_id)
         location, function = kernel_code(core, code_map, 0, grid_id)
-        cubin = code_map.image_bytes(location.module_handle)
+        cubin = code_map.image_bytes(location.module)
         out = int.from_bytes(core.params(grid)[8:16], "little")
         # WHEN the arguments are read against that address
         arguments, _ = read_arguments(core, grid, cubin, function.name, out - 4)

@@ -2,7 +2,9 @@
 
 Stall PCs and divergent blocks come from what the builder planted (truth.json); the
 source lines of the barrier and of the spin loop come from the `// @pm barrier` and
-`// @pm spin` markers in fixtures/cu/divergent_barrier.cu.
+`// @pm spin` markers in fixtures/cu/divergent_barrier.cu. Every test that reads a dump runs
+on both corpora (`corpus`: relocated images with only code addressed, and with every
+SHF_ALLOC section addressed).
 """
 
 from __future__ import annotations
@@ -40,9 +42,9 @@ def nvdisasm():
 @pytest.mark.parametrize(
     "path", [p for p in HANGS if "hang_barrier" in p.name], ids=lambda p: p.name
 )
-def test_divergent_syncthreads_is_diagnosed_in_the_planted_blocks(path):
+def test_divergent_syncthreads_is_diagnosed_in_the_planted_blocks(path, corpus):
     truth = truth_of(path)
-    hang = analyze(path).hang
+    hang = analyze(corpus / path.name).hang
     assert hang is not None
     flagged = [f for f in hang.findings if f.code == "divergent-barrier"]
     planted = [tuple(b["block_idx"]) for b in truth["divergent_barrier_blocks"]]
@@ -54,9 +56,9 @@ def test_divergent_syncthreads_is_diagnosed_in_the_planted_blocks(path):
 
 
 @pytest.mark.parametrize("path", HANGS, ids=lambda p: p.name)
-def test_stuck_groups_are_the_planted_stall_sites(path):
+def test_stuck_groups_are_the_planted_stall_sites(path, corpus):
     truth = truth_of(path)
-    hang = analyze(path).hang
+    hang = analyze(corpus / path.name).hang
     groups = {g.offset: g for g in hang.groups}
     for stall in truth["stall_groups"]:
         group = groups[stall["offset"]]
@@ -71,8 +73,8 @@ def test_stuck_groups_are_the_planted_stall_sites(path):
         assert group.in_polling_loop == (stall["kind"] == "spin")
 
 
-def test_every_warp_spinning_is_a_likely_spin_wait():
-    hang = analyze(FIXTURES / "dumps" / "hang_spin.nvcudmp").hang
+def test_every_warp_spinning_is_a_likely_spin_wait(corpus):
+    hang = analyze(corpus / "hang_spin.nvcudmp").hang
     assert [f.code for f in hang.findings] == ["spin-wait"]
     spin_line = markers.marker_location(SOURCE, "spin")[1]
     assert f"divergent_barrier.cu:{spin_line}" in hang.findings[0].evidence[0]
@@ -80,28 +82,28 @@ def test_every_warp_spinning_is_a_likely_spin_wait():
 
 
 @pytest.mark.parametrize("name", ["midflight", "sm_fault.twin_r400"])
-def test_a_well_behaved_kernel_dumped_mid_flight_gets_no_deadlock_flag(name):
-    analysis = analyze(FIXTURES / "dumps" / f"{name}.nvcudmp")
+def test_a_well_behaved_kernel_dumped_mid_flight_gets_no_deadlock_flag(name, corpus):
+    analysis = analyze(corpus / f"{name}.nvcudmp")
     assert analysis.hang is not None
     assert analysis.hang.groups
     assert analysis.hang.findings == ()
 
 
 @pytest.mark.parametrize("path", FAULTS, ids=lambda p: p.name)
-def test_a_fault_dump_is_never_called_a_hang(path):
-    analysis = analyze(path, disassemble=False)
+def test_a_fault_dump_is_never_called_a_hang(path, corpus):
+    analysis = analyze(corpus / path.name, disassemble=False)
     assert analysis.sites and analysis.hang is None
 
 
-def test_hang_mode_on_a_fault_dump_groups_its_warps_without_a_barrier_flag():
-    analysis = analyze(FIXTURES / "dumps" / "oob_store.nvcudmp", mode="hang")
+def test_hang_mode_on_a_fault_dump_groups_its_warps_without_a_barrier_flag(corpus):
+    analysis = analyze(corpus / "oob_store.nvcudmp", mode="hang")
     assert analysis.hang is not None and analysis.sites
     assert sum(g.warps for g in analysis.hang.groups) >= 7
     assert not [f for f in analysis.hang.findings if f.code == "divergent-barrier"]
 
 
-def test_without_nvdisasm_hang_mode_says_what_it_cannot_see():
-    hang = analyze(FIXTURES / "dumps" / "hang_barrier.nvcudmp", disassemble=False).hang
+def test_without_nvdisasm_hang_mode_says_what_it_cannot_see(corpus):
+    hang = analyze(corpus / "hang_barrier.nvcudmp", disassemble=False).hang
     assert hang.findings == ()
     assert any("no barrier detection" in note for note in hang.notes)
 

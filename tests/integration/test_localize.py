@@ -3,6 +3,8 @@
 The expected instruction and inline chain come from fixtures/cubins/index.json, whose
 chains are derived from the `// @pm` markers in fixtures/cu (fixtures/builder/markers.py),
 never from this tool's output. Quoted source lines must be the marked lines themselves.
+Every test runs on both corpora (`corpus`: relocated images with only code addressed, and
+with every SHF_ALLOC section addressed, which nvdisasm refuses as dumped).
 """
 
 from __future__ import annotations
@@ -34,9 +36,9 @@ def nvdisasm():
 
 
 @pytest.mark.parametrize("path", PLANTED, ids=lambda p: p.name)
-def test_the_planted_instruction_and_chain_are_found(path: Path, nvdisasm):
+def test_the_planted_instruction_and_chain_are_found(path: Path, corpus: Path, nvdisasm):
     truth = truth_of(path)["fault"]
-    with open_coredump(path) as core:
+    with open_coredump(corpus / path.name) as core:
         sites = localize(core, LocalizeOptions(nvdisasm=nvdisasm))
     # One site per device with faulting lanes (the same kernel loads at other addresses).
     devices = {f["device"] for f in truth_of(path)["faulting_lanes"]} or {truth["device"]}
@@ -62,8 +64,8 @@ def test_the_planted_instruction_and_chain_are_found(path: Path, nvdisasm):
 
 
 @pytest.mark.parametrize("path", PLANTED, ids=lambda p: p.name)
-def test_the_window_surrounds_the_fault(path: Path, nvdisasm):
-    with open_coredump(path) as core:
+def test_the_window_surrounds_the_fault(path: Path, corpus: Path, nvdisasm):
+    with open_coredump(corpus / path.name) as core:
         site, *_ = localize(core, LocalizeOptions(window=3, nvdisasm=nvdisasm))
     offsets = [i.offset for i in site.window]
     assert site.offset in offsets
@@ -72,8 +74,8 @@ def test_the_window_surrounds_the_fault(path: Path, nvdisasm):
     assert position <= 3 and len(offsets) - position - 1 <= 3
 
 
-def test_quoted_lines_are_the_marked_lines_of_the_source(nvdisasm):
-    with open_coredump(FIXTURES / "dumps" / "cutlass_like.nvcudmp") as core:
+def test_quoted_lines_are_the_marked_lines_of_the_source(corpus: Path, nvdisasm):
+    with open_coredump(corpus / "cutlass_like.nvcudmp") as core:
         (site,) = localize(core, LocalizeOptions(source_dirs=(SOURCES,), nvdisasm=nvdisasm))
     assert len(site.quoted) >= 8
     assert all(q.text is not None for q in site.quoted), site.quoted
@@ -82,28 +84,28 @@ def test_quoted_lines_are_the_marked_lines_of_the_source(nvdisasm):
         assert re.search(rf"//\s*@pm frame {depth}\b", quoted.text or ""), quoted
 
 
-def test_build_paths_are_mapped_to_the_triage_machine(nvdisasm):
+def test_build_paths_are_mapped_to_the_triage_machine(corpus: Path, nvdisasm):
     # GIVEN line-table paths relative to the build directory, mapped by prefix
     maps = (
         PathMap.parse(f"include/={SOURCES}/include/"),
         PathMap.parse(f"oob_store.cu={SOURCES}/oob_store.cu"),
     )
-    with open_coredump(FIXTURES / "dumps" / "oob_store.nvcudmp") as core:
+    with open_coredump(corpus / "oob_store.nvcudmp") as core:
         (site,) = localize(core, LocalizeOptions(path_maps=maps, nvdisasm=nvdisasm))
     # THEN every frame is found without any --source-dir
     assert [q.reason for q in site.quoted] == [None] * len(site.quoted)
 
 
-def test_missing_sources_are_said_not_guessed(nvdisasm):
-    with open_coredump(FIXTURES / "dumps" / "oob_store.nvcudmp") as core:
+def test_missing_sources_are_said_not_guessed(corpus: Path, nvdisasm):
+    with open_coredump(corpus / "oob_store.nvcudmp") as core:
         (site,) = localize(
             core, LocalizeOptions(source_dirs=(Path("/nonexistent"),), nvdisasm=nvdisasm)
         )
     assert {q.reason for q in site.quoted} == {"file not found"}
 
 
-def test_without_nvdisasm_the_native_facts_stand():
-    with open_coredump(FIXTURES / "dumps" / "oob_store.nvcudmp") as core:
+def test_without_nvdisasm_the_native_facts_stand(corpus: Path):
+    with open_coredump(corpus / "oob_store.nvcudmp") as core:
         (site,) = localize(core, LocalizeOptions(nvdisasm="/nonexistent/nvdisasm"))
     assert (
         site.function is not None
@@ -113,16 +115,16 @@ def test_without_nvdisasm_the_native_facts_stand():
     assert "nvdisasm-missing" in {d.code for d in site.diagnoses}
 
 
-def test_no_disasm_runs_no_tool():
-    with open_coredump(FIXTURES / "dumps" / "oob_store.nvcudmp") as core:
+def test_no_disasm_runs_no_tool(corpus: Path):
+    with open_coredump(corpus / "oob_store.nvcudmp") as core:
         (site,) = localize(core, LocalizeOptions(disassemble=False))
     assert site.disassembly is None and site.function is not None
     assert site.diagnoses == ()
 
 
-def test_a_pc_outside_every_module_is_diagnosed(tmp_path, nvdisasm):
+def test_a_pc_outside_every_module_is_diagnosed(tmp_path, corpus: Path, nvdisasm):
     # GIVEN the oob_store dump with its error PC moved outside every module
-    dump = FIXTURES / "dumps" / "oob_store.nvcudmp"
+    dump = corpus / "oob_store.nvcudmp"
     pc = truth_of(dump)["fault"]["error_pc"]
     data = dump.read_bytes().replace(pc.to_bytes(8, "little"), (0x1000).to_bytes(8, "little"))
     moved = tmp_path / "moved.nvcudmp"
@@ -133,6 +135,6 @@ def test_a_pc_outside_every_module_is_diagnosed(tmp_path, nvdisasm):
     assert "pc-outside-modules" in {d.code for d in site.diagnoses}
 
 
-def test_a_hang_dump_has_no_fault_site():
-    with open_coredump(FIXTURES / "dumps" / "hang_barrier.nvcudmp") as core:
+def test_a_hang_dump_has_no_fault_site(corpus: Path):
+    with open_coredump(corpus / "hang_barrier.nvcudmp") as core:
         assert localize(core, LocalizeOptions(disassemble=False)) == ()

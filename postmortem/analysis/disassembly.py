@@ -1,0 +1,199 @@
+"""A module's function disassembled once per analysis, whatever image nvdisasm refuses.
+
+Fault sites and stuck warps ask for the functions they sit in; each (image, function) runs
+nvdisasm once per analysis (one `CodeMap`), however many sites share it. When nvdisasm
+refuses the relocated image (other producers give its data sections load addresses, which
+nvdisasm 13.5 rejects), normalized copies are tried (`postmortem.cubin.normalize`), then the
+module's non-relocated image; the result's `image` says which copy gave the listing, and its
+offsets are made relative to the function's code section either way.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import weakref
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Protocol
+
+from postmortem.analysis import diagnose as dx
+from postmortem.analysis.source import PathMap, QuotedLine, quote
+from postmortem.coredump import CodeMap, Coredump
+from postmortem.cubin.elfimage import ElfImage
+from postmortem.cubin.normalize import (
+    DATA_CLEARED,
+    NON_RELOCATED,
+    REBASED,
+    RELOCATED,
+    clear_data_addresses,
+    rebase_to_zero,
+)
+from postmortem.cubin.nvdisasm import Disassembly, disassemble
+from postmortem.cubin.sass import SourceFrame
+from postmortem.errors import MalformedElf, ToolFailed, ToolNotFound
+from postmortem.model import Module
+
+
+class ToolOptions(Protocol):
+    """Which nvdisasm to run and for how long (a `LocalizeOptions` is one)."""
+
+    @property
+    def nvdisasm(self) -> str | Path | None: ...
+
+    @property
+    def timeout(self) -> float: ...
+
+
+_Disassembled = tuple[Disassembly | None, dx.Diagnosis | None]
+_Copy = tuple[bytes, int]  # a copy of a module's image, and the function's symbol index in it
+
+
+@dataclass
+class _Memo:
+    """What one analysis (one CodeMap) works out once, however many sites share it."""
+
+    images: dict[Module, tuple[bytes, str]] = field(default_factory=dict)
+    """Module → its relocated image and a digest of it."""
+    copies: dict[tuple[str, str], bytes | None] = field(default_factory=dict)
+    """(image digest, which copy) → that normalized copy (None: there is nothing to change)."""
+    accepted: dict[str, str] = field(default_factory=dict)
+    """Image digest → the copy nvdisasm last accepted: the module's next function tries it
+    first, rather than being refused again on the copies before it."""
+    disassemblies: dict[tuple[str, int, int, str], _Disassembled] = field(default_factory=dict)
+    """(image digest, symbol index, section address, nvdisasm option) → the outcome."""
+    quotes: dict[tuple[object, ...], tuple[QuotedLine, ...]] = field(default_factory=dict)
+    """(chain, source dirs, path maps) → the quoted lines."""
+
+
+# One memo per CodeMap, i.e. per analysis: dropped with it.
+_MEMOS: weakref.WeakKeyDictionary[CodeMap, _Memo] = weakref.WeakKeyDictionary()
+
+
+def _memo(code_map: CodeMap) -> _Memo:
+    memo = _MEMOS.get(code_map)
+    if memo is None:
+        memo = _MEMOS[code_map] = _Memo()
+    return memo
+
+
+def quoted(
+    code_map: CodeMap,
+    chain: tuple[SourceFrame, ...],
+    source_dirs: tuple[Path, ...],
+    path_maps: tuple[PathMap, ...],
+) -> tuple[QuotedLine, ...]:
+    """The source lines of an inline chain, quoted once per analysis: hundreds of sites of
+    one kernel share a handful of chains."""
+    quotes = _memo(code_map).quotes
+    key = (chain, source_dirs, path_maps)
+    if key not in quotes:
+        quotes[key] = quote(chain, source_dirs, path_maps)
+    return quotes[key]
+
+
+def disassemble_function(
+    core: Coredump,
+    code_map: CodeMap,
+    module: Module,
+    symbol_index: int,
+    section_address: int,
+    options: ToolOptions,
+) -> tuple[Disassembly | None, dx.Diagnosis | None]:
+    """One function of a module, disassembled, its offsets relative to its code section.
+
+    nvdisasm runs once per function and analysis (`code_map`), however many fault sites or
+    stuck warps ask. When it refuses the relocated image, normalized copies are tried
+    (`postmortem.cubin.normalize`), then the module's non-relocated image; the result's
+    `image` says which copy gave the listing.
+
+    Returns the disassembly, or None and the diagnosis that says why there is none.
+    """
+    memo = _memo(code_map)
+    if module not in memo.images:
+        image = code_map.image_bytes(module)
+        memo.images[module] = (image, hashlib.blake2b(image, digest_size=16).hexdigest())
+    image, digest = memo.images[module]
+    key = (digest, symbol_index, section_address, str(options.nvdisasm))
+    if key not in memo.disassemblies:
+        makers: dict[str, Callable[[], _Copy | None]] = {
+            RELOCATED: lambda: (image, symbol_index),
+            DATA_CLEARED: lambda: _normalized(memo, digest, image, symbol_index, DATA_CLEARED),
+            REBASED: lambda: _normalized(memo, digest, image, symbol_index, REBASED),
+            NON_RELOCATED: lambda: _unrelocated(core, code_map, module, symbol_index),
+        }
+        preferred = memo.accepted.get(digest, RELOCATED)
+        order = [preferred] + [label for label in makers if label != preferred]
+        copies = ((label, makers[label]()) for label in order)
+        result, note = _first_accepted(copies, section_address, options)
+        if result is not None and result.image is not None:
+            memo.accepted[digest] = result.image
+        memo.disassemblies[key] = (result, note)
+    return memo.disassemblies[key]
+
+
+def _normalized(
+    memo: _Memo, digest: str, image: bytes, symbol_index: int, label: str
+) -> _Copy | None:
+    if (digest, label) not in memo.copies:
+        normalize = clear_data_addresses if label == DATA_CLEARED else rebase_to_zero
+        try:
+            memo.copies[(digest, label)] = normalize(image)
+        except MalformedElf:
+            memo.copies[(digest, label)] = None
+    copy = memo.copies[(digest, label)]
+    return None if copy is None else (copy, symbol_index)
+
+
+def _unrelocated(
+    core: Coredump, code_map: CodeMap, module: Module, symbol_index: int
+) -> _Copy | None:
+    """The module's `.cudbg.elfimg` and the function's symbol index in it (found by name:
+    the index may differ from the relocated image's)."""
+    loaded = code_map.find(module)
+    image = loaded.module.unrelocated_image if loaded else None
+    if loaded is None or image is None:
+        return None
+    name = next((f.name for f in loaded.summary.functions if f.symbol_index == symbol_index), None)
+    data = core.image_bytes(image)
+    try:
+        index = ElfImage(data).symbol_index(name) if name is not None else None
+    except MalformedElf:
+        return None
+    return None if index is None else (data, index)
+
+
+def _first_accepted(
+    copies: Iterator[tuple[str, _Copy | None]], section_address: int, options: ToolOptions
+) -> _Disassembled:
+    refusals: list[tuple[str, str]] = []
+    for label, copy in copies:
+        if copy is None:
+            continue  # nothing to normalize, or no such image in the dump
+        try:
+            result = disassemble(
+                copy[0], copy[1], nvdisasm=options.nvdisasm, timeout=options.timeout
+            )
+        except ToolNotFound as error:
+            return None, dx.tool_missing(error.tool, error.hint or "")
+        except ToolFailed as error:
+            if error.returncode is None or error.returncode < 0:
+                # Timed out, killed, too much output: another copy would fare no better.
+                return None, dx.tool_failed(error.tool, error.detail)
+            refusals.append((label, error.detail))
+            continue
+        return _section_relative(replace(result, image=label), section_address), None
+    return None, dx.image_refused("nvdisasm", refusals)
+
+
+def _section_relative(result: Disassembly, section_address: int) -> Disassembly:
+    # nvdisasm prints load addresses for a relocated image: back to section offsets. A copy
+    # rebased to 0, or the non-relocated image, prints section offsets already.
+    listing = result.listing
+    if (
+        section_address
+        and listing.instructions
+        and listing.instructions[0].offset >= section_address
+    ):
+        return replace(result, listing=listing.rebased(section_address))
+    return result

@@ -1,0 +1,92 @@
+"""run_tool reads a tool's output with a cap: real programs that print a lot, no mocking."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from postmortem.errors import ToolFailed
+from postmortem.toolrun import run_tool
+
+CAP = 64 * 1024
+
+
+def _python(code: str) -> list[str]:
+    return [sys.executable, "-c", code]
+
+
+def test_output_up_to_the_cap_is_read_whole():
+    run = run_tool(_python(f"import sys; sys.stdout.write('x' * {CAP})"), timeout=30,
+                   max_output_bytes=CAP)  # fmt: skip
+    assert run.returncode == 0
+    assert run.stdout == "x" * CAP
+
+
+def test_stdout_past_the_cap_stops_the_tool():
+    with pytest.raises(ToolFailed) as failed:
+        run_tool(_python(f"import sys; sys.stdout.write('x' * {4 * CAP})"), timeout=30,
+                 max_output_bytes=CAP)  # fmt: skip
+    assert f"output exceeds {CAP} bytes" in str(failed.value)
+    assert failed.value.returncode is not None and failed.value.returncode < 0
+
+
+def test_stderr_past_the_cap_stops_the_tool():
+    with pytest.raises(ToolFailed) as failed:
+        run_tool(_python(f"import sys; sys.stderr.write('e' * {4 * CAP})"), timeout=30,
+                 max_output_bytes=CAP)  # fmt: skip
+    assert f"stderr output exceeds {CAP} bytes" in failed.value.detail
+
+
+def test_an_endless_tool_is_killed_by_the_cap_long_before_its_timeout():
+    yes = shutil.which("yes")
+    if yes is None:
+        pytest.skip("no `yes` on this machine")
+    started = time.monotonic()
+    with pytest.raises(ToolFailed) as failed:
+        run_tool([yes], timeout=300, max_output_bytes=CAP)
+    assert "output exceeds" in failed.value.detail
+    print(f"`yes` stopped after {time.monotonic() - started:.3f} s")
+
+
+def test_the_cap_kills_the_tools_whole_process_group(tmp_path: Path):
+    # GIVEN a tool that starts a child, then prints without end
+    sh = shutil.which("sh")
+    if sh is None:
+        pytest.skip("no sh on this machine")
+    pid_file = tmp_path / "child.pid"
+    script = f"sleep 60 & echo $! > {pid_file}; exec {sys.executable} -c 'while 1: print(1)'"
+    # WHEN its output passes the cap
+    with pytest.raises(ToolFailed):
+        run_tool([sh, "-c", script], timeout=60, max_output_bytes=CAP)
+    # THEN the child it started is gone too
+    child = int(pid_file.read_text())
+    assert _gone(child), f"child {child} still running"
+
+
+def _gone(pid: int, wait: float = 5.0) -> bool:
+    deadline = time.monotonic() + wait
+    while time.monotonic() < deadline:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            return True
+        if state == "Z":  # killed, waiting for init to reap it
+            return True
+        time.sleep(0.05)
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return False
+
+
+def test_a_timeout_still_kills_a_quiet_tool():
+    with pytest.raises(ToolFailed) as failed:
+        run_tool(_python("import time; time.sleep(30)"), timeout=0.5)
+    assert failed.value.returncode is None
+    assert "no result within 0.5 s" in failed.value.detail
