@@ -16,6 +16,7 @@ from postmortem.coredump import CodeMap, Coredump, find_faults
 from postmortem.cubin.inspect import CubinSummary, summarize_cubin
 from postmortem.errors import OutputExists
 from postmortem.model import Image, Module
+from postmortem.report.textsafe import escape_controls
 
 _MAX_STEM = 48
 
@@ -39,9 +40,10 @@ class ExtractedCubin:
     """One file written by `extract`."""
 
     file: str
-    device_index: int
-    context_id: int
-    module_handle: int
+    device_index: int | None
+    """None (with the context and handle) for a root-level image, which no module row names."""
+    context_id: int | None
+    module_handle: int | None
     relocated: bool
     size_bytes: int
     abi_version: int | None
@@ -65,7 +67,7 @@ def extract_cubins(
             if image is not None:
                 data = core.image_bytes(image)
                 # Locating the faults has read the relocated images already.
-                known = code_map.summary(module.module_handle) if image.relocated else None
+                known = code_map.summary(module) if image.relocated else None
                 plan.append((module, image, data, known or _summary(data)))
     written = tuple(_describe(m, i, d, s, faulted) for m, i, d, s in plan)
     targets = [out_dir / e.file for e in written] + [out_dir / "index.json", out_dir / "index.txt"]
@@ -89,7 +91,7 @@ def _summary(data: bytes) -> CubinSummary | None:
         return None
 
 
-def _faulted_ranges(core: Coredump, code_map: CodeMap) -> set[tuple[int, int]]:
+def _faulted_ranges(core: Coredump, code_map: CodeMap) -> set[tuple[int | None, int]]:
     """(module handle, section address) of every code section holding a fault PC."""
     found = set()
     for fault in find_faults(core, code_map):
@@ -98,12 +100,17 @@ def _faulted_ranges(core: Coredump, code_map: CodeMap) -> set[tuple[int, int]]:
     return found
 
 
+def _part(prefix: str, value: int | None, spec: str) -> str:
+    # A root-level image has no module row: its device, context and handle are unknown.
+    return f"{prefix}{format(value, spec)}" if value is not None else f"{prefix}-unknown"
+
+
 def _describe(
     module: Module,
     image: Image,
     data: bytes,
     summary: CubinSummary | None,
-    faulted: set[tuple[int, int]],
+    faulted: set[tuple[int | None, int]],
 ) -> ExtractedCubin:
     functions = () if summary is None else tuple(
         ExtractedKernel(
@@ -115,8 +122,8 @@ def _describe(
     first = next((f.demangled for f in functions if f.is_kernel), None) or "no-kernels"
     kind = "relocated" if image.relocated else "unrelocated"
     name = (
-        f"dev{module.device_index}.ctx{module.context_id:x}.mod{module.module_handle:x}."
-        f"{_file_stem(first)}.{kind}.cubin"
+        f"{_part('dev', module.device_index, 'd')}.{_part('ctx', module.context_id, 'x')}."
+        f"{_part('mod', module.module_handle, 'x')}.{_file_stem(first)}.{kind}.cubin"
     )
     return ExtractedCubin(
         name, module.device_index, module.context_id, module.module_handle, image.relocated,
@@ -132,7 +139,8 @@ def _file_stem(demangled: str) -> str:
 
 
 def render_index(entries: tuple[ExtractedCubin, ...]) -> str:
-    """The human-readable index: one block per cubin, the faulting function marked."""
+    """The human-readable index: one block per cubin, the faulting function marked; the
+    control characters of a function name shown escaped."""
     lines = []
     for entry in entries:
         arch = f"sm_{entry.sm_arch}" if entry.sm_arch else "unknown arch"
@@ -144,4 +152,4 @@ def render_index(entries: tuple[ExtractedCubin, ...]) -> str:
             kind = "kernel" if f.is_kernel else "device function"
             mark = "  <-- faulted" if f.faulted else ""
             lines.append(f"  [{f.symbol_index}] {kind} {f.demangled}{mark}")
-    return "\n".join(lines) + "\n"
+    return "\n".join(escape_controls(line) for line in lines) + "\n"

@@ -35,8 +35,27 @@ EXCEPTION_NAMES: dict[int, str] = {
     20: "Warp Tensor Memory Access Check",
     21: "Warp Tensor Memory Leak",
     22: "Warp Call Requires Newer Driver",
+    23: "Warp Misaligned PC",
+    24: "Warp PC Overflow",
+    25: "Warp Misaligned Register",
+    26: "Warp Illegal Instruction Encoding",
+    27: "Warp Illegal Instruction Parameter",
+    28: "Warp Out-of-range Register",
+    29: "Warp Invalid Constant Address (LDC)",
+    30: "Warp MMU Fault",
+    31: "Warp Arrive",
+    32: "Cluster Poison",
+    33: "Warp API Stack Error",
+    34: "Warp Block Not Present",
+    35: "Warp User Stack Overflow",
+    36: "TMA Syscall",
     0xFFFFFFFF: "Unknown Exception",
 }
+"""Every code of the public debugger header (CUDBGException_t), in cuda-gdb's words."""
+
+RESERVED_EXCEPTIONS = frozenset({1, 2, 3, 11, 13, 15, 16})
+"""Codes the CUDA 13.4 debugger header marks reserved: older drivers wrote them (the name
+is what they meant then); 11, 13, 15 and 16 were retired in CUDA 13.1."""
 
 GENERATION_FLAGS: dict[int, str] = {
     1: "skip_nonrelocated_elf_images",
@@ -53,9 +72,14 @@ GENERATION_FLAGS: dict[int, str] = {
 
 
 def describe_exception(code: int) -> str:
-    """The exception's name in words, as cuda-gdb spells it; unknown codes by number."""
+    """The exception's name in words, as cuda-gdb spells it; a reserved code says so, and
+    an unknown one is given by number."""
     name = EXCEPTION_NAMES.get(code)
-    return name if name is not None else f"Unknown exception code {code} (0x{code:x})"
+    if name is None:
+        return f"Unknown exception code {code} (0x{code:x})"
+    if code in RESERVED_EXCEPTIONS:
+        return f"{name} (a code reserved since CUDA 13.4)"
+    return name
 
 
 def describe_flags(flags: int) -> tuple[str, ...]:
@@ -86,26 +110,26 @@ class Device:
 
     index: int
     """Row number in the device table (what contexts' `device_index` refers to)."""
-    dev_id: int
+    dev_id: int | None
     """The driver's device ordinal."""
-    name: str
+    name: str | None
     """Marketing name, e.g. "NVIDIA H100 80GB HBM3"."""
-    type: str
+    type: str | None
     """Chip, e.g. "GH100"."""
-    sm_type: str
+    sm_type: str | None
     """SM architecture, e.g. "sm_90"."""
-    pci_bus_id: int
-    pci_dev_id: int
-    num_sms: int
-    num_warps_per_sm: int
-    num_lanes_per_warp: int
-    num_regs_per_lane: int
-    num_predicates_per_lane: int
-    sm_major: int
-    sm_minor: int
-    instruction_size: int
+    pci_bus_id: int | None
+    pci_dev_id: int | None
+    num_sms: int | None
+    num_warps_per_sm: int | None
+    num_lanes_per_warp: int | None
+    num_regs_per_lane: int | None
+    num_predicates_per_lane: int | None
+    sm_major: int | None
+    sm_minor: int | None
+    instruction_size: int | None
     """Bytes per SASS instruction (16 on Volta and later)."""
-    status: int
+    status: int | None
     num_uniform_regs_per_warp: int | None
     """Since r400."""
     num_uniform_predicates_per_warp: int | None
@@ -119,13 +143,13 @@ class Device:
 class Context:
     """A CUDA context on a device."""
 
-    context_id: int
-    shared_window_base: int
-    local_window_base: int
-    global_window_base: int
+    context_id: int | None
+    shared_window_base: int | None
+    local_window_base: int | None
+    global_window_base: int | None
     device_index: int
     """Row of the device table this context lives on."""
-    host_tid: int
+    host_tid: int | None
     """Host thread that created the context."""
     ref: RowRef = field(repr=False, compare=False)
 
@@ -145,9 +169,9 @@ class Image:
 class Module:
     """A loaded module (one cubin) of a context."""
 
-    module_handle: int
-    context_id: int
-    device_index: int
+    module_handle: int | None
+    context_id: int | None
+    device_index: int | None
     relocated_image: Image | None
     """None when the dump holds no relocated image for this module."""
     unrelocated_image: Image | None
@@ -168,25 +192,25 @@ class Constbank:
 class Grid:
     """A kernel launch (a grid-table row)."""
 
-    grid_id: int
-    context_id: int
+    grid_id: int | None
+    context_id: int | None
     device_index: int
-    function: int
+    function: int | None
     """The driver's function handle."""
-    function_entry: int
+    function_entry: int | None
     """Absolute address of the kernel's first instruction."""
-    module_handle: int
-    parent_grid_id: int
-    params_offset: int
-    kernel_type: int
-    origin: int
+    module_handle: int | None
+    parent_grid_id: int | None
+    params_offset: int | None
+    kernel_type: int | None
+    origin: int | None
     """0: launched from the CPU, 1: from the GPU (dynamic parallelism)."""
-    grid_status: int
-    num_regs: int
-    grid_dim: Dim3
-    block_dim: Dim3
-    attr_launch_blocking: int
-    attr_host_tid: int
+    grid_status: int | None
+    num_regs: int | None
+    grid_dim: Dim3 | None
+    block_dim: Dim3 | None
+    attr_launch_blocking: int | None
+    attr_host_tid: int | None
     cluster_dim: Dim3 | None
     """Since r525."""
     preferred_cluster_dim: Dim3 | None
@@ -198,7 +222,7 @@ class Grid:
 class SM:
     """A streaming multiprocessor (an SM-table row)."""
 
-    sm_id: int
+    sm_id: int | None
     device_index: int
     exception: int | None
     """SM-level exception code (r555+); None when the layout lacks it."""
@@ -215,10 +239,10 @@ class SM:
 class CTA:
     """A thread block resident on an SM."""
 
-    grid_id: int
-    block_idx: Dim3
+    grid_id: int | None
+    block_idx: Dim3 | None
     device_index: int
-    sm_id: int
+    sm_id: int | None
     cluster_idx: Dim3 | None
     """Since r525."""
     cluster_dim: Dim3 | None
@@ -230,16 +254,16 @@ class CTA:
 class Warp:
     """A warp of a CTA."""
 
-    warp_id: int
+    warp_id: int | None
     device_index: int
-    sm_id: int
-    grid_id: int
-    block_idx: Dim3
+    sm_id: int | None
+    grid_id: int | None
+    block_idx: Dim3 | None
     error_pc: int | None
     """Absolute PC of the warp's exception, when the row marks it valid."""
-    valid_lanes_mask: int
-    active_lanes_mask: int
-    is_broken: bool
+    valid_lanes_mask: int | None
+    active_lanes_mask: int | None
+    is_broken: bool | None
     num_regs: int | None
     """Registers per lane (r525+)."""
     shared_mem_size: int | None
@@ -254,27 +278,36 @@ class Warp:
     """Since r590."""
     ref: RowRef = field(repr=False, compare=False)
 
+    def holds_lane(self, lane: int | None) -> bool:
+        """True when lane id `lane` is a thread of this warp: its bit is set in the
+        valid-lanes mask (as LLDB's reader counts threads). A row whose lane id or mask the
+        dump does not give is kept."""
+        mask = self.valid_lanes_mask
+        if mask is None or lane is None:
+            return True
+        return 0 <= lane < 32 and bool(mask >> lane & 1)
+
 
 @dataclass(frozen=True, slots=True)
 class Lane:
     """A thread of a warp."""
 
-    lane: int
+    lane: int | None
     """Lane id inside the warp (the row's `ln`)."""
     device_index: int
-    sm_id: int
-    grid_id: int
-    block_idx: Dim3
-    warp_id: int
-    thread_idx: Dim3
-    virtual_pc: int
+    sm_id: int | None
+    grid_id: int | None
+    block_idx: Dim3 | None
+    warp_id: int | None
+    thread_idx: Dim3 | None
+    virtual_pc: int | None
     """Absolute PC."""
-    function_offset: int
+    function_offset: int | None
     """PC relative to the start of the executing function (the row's `physPC`)."""
-    exception: int
-    call_depth: int
-    syscall_call_depth: int
-    cc_register: int
+    exception: int | None
+    call_depth: int | None
+    syscall_call_depth: int | None
+    cc_register: int | None
     cbu_thread_state: int | None
     """Since r575."""
     return_pc: int | None
@@ -297,17 +330,17 @@ class BacktraceFrame:
 class Metadata:
     """The dump's metadata row (r565+)."""
 
-    generator_name: str
-    driver_version: tuple[int, int]
-    cuda_driver_version: tuple[int, int]
-    flags: int
+    generator_name: str | None
+    driver_version: tuple[int, int] | None
+    cuda_driver_version: tuple[int, int] | None
+    flags: int | None
     """Generation flags the dump was written with."""
-    timestamp: int
+    timestamp: int | None
     """Unix seconds when the dump was written."""
 
     @property
     def flag_names(self) -> tuple[str, ...]:
-        return describe_flags(self.flags)
+        return () if self.flags is None else describe_flags(self.flags)
 
 
 @dataclass(frozen=True, slots=True)
@@ -336,13 +369,17 @@ class FaultSource(Enum):
     LANE = "lane"
     WARP = "warp"
     SM = "sm"
+    TRAP = "trap"
+    """A warp stopped at a trap or breakpoint (`isWarpBroken`), with no exception."""
 
 
 @dataclass(frozen=True, slots=True)
 class CodeLocation:
     """Where a PC falls among the dump's loaded code."""
 
-    module_handle: int
+    module: Module
+    """The module whose relocated image holds the PC (handles may repeat across devices,
+    be 0, or be unknown for a root-level image: the module itself is the key)."""
     section_name: str
     """The executable section, e.g. `.text._Z10oob_kernelPfif`."""
     section_address: int
@@ -350,6 +387,11 @@ class CodeLocation:
     """PC minus the section start: what nvdisasm prints as `/*0110*/`."""
     function: str | None
     """The mangled name of the function symbol of that section, when there is one."""
+
+    @property
+    def module_handle(self) -> int | None:
+        """The module's handle; None for a root-level image."""
+        return self.module.module_handle
 
 
 @dataclass(frozen=True, slots=True)
@@ -361,7 +403,7 @@ class Fault:
     """The exception code; None when only a warp's error PC says something went wrong."""
     error_pc: int | None
     device_index: int
-    sm_id: int
+    sm_id: int | None
     grid_id: int | None
     """None for an SM-level fault (the warp that faulted is gone)."""
     block_idx: Dim3 | None
@@ -381,6 +423,8 @@ class Fault:
 
     @property
     def exception_name(self) -> str:
+        if self.source is FaultSource.TRAP:
+            return "Stopped at a trap"
         if self.exception is None:
             return "an exception the dump does not name"
         return describe_exception(self.exception)

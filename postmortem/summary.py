@@ -4,10 +4,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from postmortem.analysis.diagnose import Diagnosis
+from postmortem.analysis.salvage import dump_findings
 from postmortem.coredump import tables as t
 from postmortem.coredump.faults import CodeMap, find_faults
 from postmortem.coredump.reader import Coredump
+from postmortem.coredump.survey import DamageKind
 from postmortem.demangle import demangle
+from postmortem.errors import NoGpuState
 from postmortem.model import Device, Fault, Grid, Metadata, Module, TableLayout
 
 
@@ -47,6 +51,8 @@ class DumpSummary:
     path: str
     file_size: int
     compressed: bool
+    codec: str | None
+    """"gzip", "zstd" or "xz" when the file was compressed."""
     abi_version: int
     section_count: int
     extended_numbering: bool
@@ -60,11 +66,19 @@ class DumpSummary:
     census: Census
     faults: tuple[Fault, ...]
     optional_sections: dict[str, int]
+    findings: tuple[Diagnosis, ...] = ()
+    """What the reader had to set aside or read in part (a partial dump), and why."""
 
 
 def summarize(core: Coredump, code_map: CodeMap | None = None) -> DumpSummary:
-    """Read the parts of a dump `info` shows (tables, modules, faults; no registers)."""
+    """Read the parts of a dump `info` shows (tables, modules, faults; no registers).
+
+    Raises:
+        NoGpuState: The dump holds no warp and no SM-level exception: nothing to analyze.
+    """
     code_map = code_map or CodeMap(core)
+    if not core.has_gpu_state:
+        raise NoGpuState(core.path, _holdings(core, code_map))
     modules = tuple(
         ModuleSummary(
             loaded.module,
@@ -82,6 +96,7 @@ def summarize(core: Coredump, code_map: CodeMap | None = None) -> DumpSummary:
         path=str(core.path),
         file_size=core.file_size,
         compressed=core.compressed,
+        codec=core.codec,
         abi_version=core.identity.abi_version,
         section_count=core.identity.section_count,
         extended_numbering=core.identity.extended_numbering,
@@ -94,7 +109,21 @@ def summarize(core: Coredump, code_map: CodeMap | None = None) -> DumpSummary:
         census=_census(core),
         faults=find_faults(core, code_map),
         optional_sections=_optional_sections(core),
+        findings=dump_findings(core, code_map),
     )
+
+
+def _holdings(core: Coredump, code_map: CodeMap) -> str:
+    counts = (
+        (len(core.devices), "device"),
+        (len(code_map.modules()), "readable module"),
+        (sum(len(core.grids(d)) for d in core.devices), "grid"),
+        (core.tables.row_count(t.SM_TABLE), "SM row"),
+        (sum(d.count for d in core.damage if d.kind is not DamageKind.ROOT_IMAGE),
+         "section"),
+    )  # fmt: skip
+    words = [f"{n:,} {word}{'s' if n != 1 else ''}" for n, word in counts]
+    return ", ".join(words[:-1]) + f"; {words[-1]} set aside or cut short"
 
 
 def _census(core: Coredump) -> Census:

@@ -21,11 +21,12 @@ class LaneAddress:
     """The effective address one lane accessed."""
 
     device_index: int
-    sm_id: int
-    warp_id: int
-    lane: int
-    block_idx: Dim3
-    thread_idx: Dim3
+    sm_id: int | None
+    """None (like the ids below) when the dump's rows are too short to say."""
+    warp_id: int | None
+    lane: int | None
+    block_idx: Dim3 | None
+    thread_idx: Dim3 | None
     address: int | None
     """None when a register the address needs is not in the dump (`missing` names it)."""
     missing: tuple[str, ...]
@@ -45,7 +46,7 @@ class AddressSpread:
     stride_bytes: int | None
     """The usual distance between neighbouring lanes of a warp, per lane id; None when the
     lanes follow no common stride (or only one lane is known)."""
-    irregular_lanes: tuple[tuple[int, int], ...]
+    irregular_lanes: tuple[tuple[int | None, int], ...]
     """(warp, lane) of the lanes off the common stride of their warp."""
 
 
@@ -75,8 +76,11 @@ def lane_addresses(
 
 
 def _active_lanes_at(core: Coredump, warp: Warp, pc: int | None) -> Iterable[tuple[Warp, Lane]]:
+    active = warp.active_lanes_mask or 0
     for lane in core.lanes(warp):
-        if warp.active_lanes_mask >> lane.lane & 1 and (pc is None or lane.virtual_pc == pc):
+        if lane.lane is None or not active >> lane.lane & 1:
+            continue
+        if pc is None or lane.virtual_pc == pc:
             yield warp, lane
 
 
@@ -107,35 +111,44 @@ def _lane_address(
     )  # fmt: skip
 
 
+@dataclass(frozen=True, slots=True)
+class _Numbered:
+    """A lane address whose lane id is known (a stride needs lane numbers)."""
+
+    of: LaneAddress
+    lane: int
+
+
 def address_spread(lanes: Sequence[LaneAddress]) -> AddressSpread | None:
     """Min, max, distinct count and the common per-lane stride; None without any address."""
     known = [lane for lane in lanes if lane.address is not None]
     if not known:
         return None
     addresses = [lane.address for lane in known if lane.address is not None]
-    by_warp: dict[tuple[int, int, int, Dim3], list[LaneAddress]] = {}
-    for lane in sorted(known, key=lambda lane: lane.lane):
-        key = (lane.device_index, lane.sm_id, lane.warp_id, lane.block_idx)
-        by_warp.setdefault(key, []).append(lane)
+    by_warp: dict[tuple[int, int | None, int | None, Dim3 | None], list[_Numbered]] = {}
+    numbered = [_Numbered(lane, lane.lane) for lane in known if lane.lane is not None]
+    for lane in sorted(numbered, key=lambda lane: lane.lane):
+        of = lane.of
+        by_warp.setdefault((of.device_index, of.sm_id, of.warp_id, of.block_idx), []).append(lane)
     strides: Counter[int] = Counter()
     for members in by_warp.values():
         for first, second in zip(members, members[1:], strict=False):
             step = second.lane - first.lane
-            delta = (second.address or 0) - (first.address or 0)
+            delta = (second.of.address or 0) - (first.of.address or 0)
             if step > 0 and delta % step == 0:  # a corrupt dump may repeat a lane id
                 strides[delta // step] += 1
     stride = strides.most_common(1)[0][0] if strides else None
-    irregular: list[tuple[int, int]] = []
+    irregular: list[tuple[int | None, int]] = []
     if stride is not None:
         # A lane is off the stride when its address minus stride * lane differs from what
         # most lanes of its warp give: one stray lane does not make the others irregular.
         for members in by_warp.values():
-            intercepts = Counter((lane.address or 0) - stride * lane.lane for lane in members)
+            intercepts = Counter((lane.of.address or 0) - stride * lane.lane for lane in members)
             usual = intercepts.most_common(1)[0][0]
             irregular.extend(
-                (lane.warp_id, lane.lane)
+                (lane.of.warp_id, lane.lane)
                 for lane in members
-                if (lane.address or 0) - stride * lane.lane != usual
+                if (lane.of.address or 0) - stride * lane.lane != usual
             )
     return AddressSpread(
         len(addresses), min(addresses), max(addresses), len(set(addresses)), stride,

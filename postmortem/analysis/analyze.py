@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from postmortem.analysis.census import CensusRow, fault_census
 from postmortem.analysis.fault import FaultSite, LocalizeOptions, localize
 from postmortem.analysis.hang import HangAnalysis, analyze_hang
 from postmortem.analysis.provenance import BuildInfo, build_provenance
+from postmortem.analysis.salvage import dump_findings
 from postmortem.analysis.state import KernelState, gpu_state, kernel_code, warp_pcs
 from postmortem.coredump import CodeMap, Coredump, open_coredump
 from postmortem.errors import ToolFailed, ToolNotFound
 from postmortem.gdb import run_cuda_gdb
 from postmortem.gdb.crosscheck import CrossCheck, crosscheck
+from postmortem.model import Module
 from postmortem.summary import DumpSummary, summarize
 
 
@@ -64,18 +66,20 @@ def analyze_dump(path: Path, options: AnalyzeOptions | None = None) -> Analysis:
             hang = analyze_hang(core, warps, options.localize, code_map)
         check, note = _second_opinion(core, path, options, summary)
         builds = build_provenance(code_map, _modules_that_matter(core, code_map, sites, state))
+        # Names read while localizing (a warp's barrier info) may have added findings.
+        summary = replace(summary, findings=dump_findings(core, code_map))
     return Analysis(path, summary, sites, state, hang, check, note, fault_census(sites), builds)
 
 
 def _modules_that_matter(
     core: Coredump, code_map: CodeMap, sites: tuple[FaultSite, ...], state: tuple[KernelState, ...]
-) -> list[int]:
+) -> list[Module]:
     """The faulting modules; in a dump without a fault, the modules of the running grids."""
-    faulting = [site.module_handle for site in sites if site.module_handle is not None]
+    faulting = [site.module for site in sites if site.module is not None]
     if faulting:
         return faulting
     codes = (kernel_code(core, code_map, k.device_index, k.grid_id) for k in state)
-    return [code[0].module_handle for code in codes if code is not None]
+    return [code[0].module for code in codes if code is not None]
 
 
 def _second_opinion(

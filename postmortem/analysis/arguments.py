@@ -76,10 +76,11 @@ def _parameter_bytes(core: Coredump, grid: Grid) -> tuple[bytes | None, str]:
     data = core.params(grid)
     if data is not None:
         return data, ".cudbg.param"
+    offset = grid.params_offset
     for bank in core.constbanks(grid):
-        if bank.bank_id == 0 and bank.size_bytes > grid.params_offset:
-            size = bank.size_bytes - grid.params_offset
-            captured = core.read_memory(bank.addr + grid.params_offset, size)
+        if offset is not None and bank.bank_id == 0 and bank.size_bytes > offset:
+            size = bank.size_bytes - offset
+            captured = core.read_memory(bank.addr + offset, size)
             if captured is not None:
                 return captured, "constant bank 0"
     return None, ""

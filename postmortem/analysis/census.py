@@ -66,7 +66,7 @@ def _row(kernel: str | None, offset: int | None, faults: list[Fault]) -> CensusR
         len({f.device_index for f in faults}),
         _range([f.block_idx for f in faults if f.block_idx is not None]),
         _range([f.thread_idx for f in faults if f.thread_idx is not None]),
-        tuple(sorted({(f.device_index, f.sm_id) for f in faults})),
+        tuple(sorted({(f.device_index, f.sm_id) for f in faults if f.sm_id is not None})),
     )  # fmt: skip
 
 

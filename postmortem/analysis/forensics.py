@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from postmortem.analysis.address import AddressSpread, LaneAddress, address_spread, lane_addresses
 from postmortem.analysis.arguments import KernelArguments, read_arguments
 from postmortem.analysis.region import AddressCheck, check_addresses
-from postmortem.analysis.state import kernel_code
+from postmortem.analysis.state import grid_code
 from postmortem.coredump import CodeMap, Coredump
 from postmortem.cubin.operands import MemoryAccess, address_formula, decode_access
 from postmortem.cubin.sass import SassInstruction
@@ -86,7 +86,7 @@ def _arguments(
         grid = core.find_grid(fault.device_index, fault.grid_id)
     if fault is None or grid is None:
         return None, ("no kernel arguments: the fault names no grid the dump holds",)
-    code = kernel_code(core, code_map, fault.device_index, grid.grid_id)
-    cubin = code_map.image_bytes(code[0].module_handle) if code else None
+    code = grid_code(code_map, grid)
+    cubin = code_map.image_bytes(code[0].module) if code else None
     arguments, why = read_arguments(core, grid, cubin, code[1].name if code else None, address)
     return arguments, (why,) if why else ()

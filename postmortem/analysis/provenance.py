@@ -8,13 +8,15 @@ from dataclasses import dataclass
 
 from postmortem.coredump import CodeMap
 from postmortem.cubin.nvinfo import ToolkitInfo
+from postmortem.model import Module
 
 
 @dataclass(frozen=True, slots=True)
 class BuildInfo:
     """One module's build, as its cubin records it."""
 
-    module_handle: int
+    module_handle: int | None
+    """None for a root-level image."""
     kernels: tuple[str, ...]
     """Mangled names of the module's kernels."""
     abi_version: int
@@ -37,18 +39,18 @@ class BuildInfo:
         return "compiled without -lineinfo"
 
 
-def build_provenance(code_map: CodeMap, module_handles: Iterable[int]) -> tuple[BuildInfo, ...]:
+def build_provenance(code_map: CodeMap, modules: Iterable[Module]) -> tuple[BuildInfo, ...]:
     """The build of each module named, in the order given, each once."""
     found = []
-    for handle in dict.fromkeys(module_handles):
-        summary = code_map.summary(handle)
+    for module in dict.fromkeys(modules):
+        summary = code_map.summary(module)
         if summary is None:
             continue
         kernels = tuple(f.name for f in summary.functions if f.is_kernel)
         found.append(
             BuildInfo(
-                handle, kernels, summary.abi_version, summary.sm_arch,
-                code_map.toolkit(handle), summary.has_line_info,
+                module.module_handle, kernels, summary.abi_version, summary.sm_arch,
+                code_map.toolkit(module), summary.has_line_info,
             )
         )  # fmt: skip
     return tuple(found)

@@ -93,13 +93,15 @@ def _windows(core: Coredump, faults: Sequence[Fault]) -> tuple[int, int] | None:
     for context in core.contexts():
         if context.device_index in devices:
             shared, local = context.shared_window_base, context.local_window_base
+            if shared is None or local is None:
+                return None
             return (shared, local) if 0 < shared < local else None
     return None
 
 
 def _flags(core: Coredump) -> int:
     metadata = core.metadata
-    return metadata.flags if metadata else 0
+    return metadata.flags if metadata and metadata.flags is not None else 0
 
 
 def _global_check(core: Coredump, addresses: Sequence[int]) -> AddressCheck:

@@ -16,8 +16,9 @@ import numpy as np
 from postmortem.coredump import tables as t
 from postmortem.coredump.faults import CodeMap
 from postmortem.coredump.reader import Coredump
+from postmortem.coredump.rows import make_cta, make_sm, make_warp
 from postmortem.cubin.inspect import Function
-from postmortem.model import CodeLocation, Dim3
+from postmortem.model import CodeLocation, Dim3, Grid, Warp
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,10 +26,11 @@ class WarpPcs:
     """One warp and the function-relative PCs of its lanes."""
 
     device_index: int
-    grid_id: int
-    block_idx: Dim3
-    sm_id: int
-    warp_id: int
+    grid_id: int | None
+    """None (like the ids below) when the dump's rows are too short to say."""
+    block_idx: Dim3 | None
+    sm_id: int | None
+    warp_id: int | None
     lanes_at: tuple[tuple[int, int], ...]
     """(PC offset, lanes there), most populous first."""
     faulting_at: tuple[tuple[int, int], ...]
@@ -59,7 +61,8 @@ class KernelState:
     """One grid's warps: how many, where their lanes were, how many had diverged."""
 
     device_index: int
-    grid_id: int
+    grid_id: int | None
+    """None when the dump's CTA rows are too short to name the grid."""
     kernel: str | None
     """Mangled name of the kernel the grid runs, when its entry lies in a loaded image."""
     warps: int
@@ -71,40 +74,65 @@ class KernelState:
 
 
 def warp_pcs(core: Coredump) -> tuple[WarpPcs, ...]:
-    """Every warp of the dump with the PCs of its lanes, in table order."""
+    """Every warp of the dump with the PCs of its lanes, in table order.
+
+    A lane row counts when its warp's valid-lanes mask holds its lane id; rows too short
+    to hold a PC are left out.
+    """
     pcs = core.tables.column(t.LN_TABLE, "phys_pc")
-    exceptions = core.tables.column(t.LN_TABLE, "exception").values
     if not len(pcs.section):
         return ()
+    # Columns over the same tables as the PCs, row for row (0 where a stride lacks them).
+    exceptions = core.tables.column(t.LN_TABLE, "exception", default=0)
+    lane_ids = core.tables.column(t.LN_TABLE, "ln", default=_NO_LANE_ID)
+    keep = np.isin(exceptions.section, pcs.section)
     tables, starts = np.unique(pcs.section, return_index=True)
     bounds = [*starts[1:].tolist(), len(pcs.section)]
+    codes_all, ids_all = exceptions.values[keep], lane_ids.values[keep]
     warps = []
     for table, begin, end in zip(tables.tolist(), starts.tolist(), bounds, strict=True):
-        offsets = pcs.values[begin:end].tolist()
-        codes = exceptions[begin:end].tolist()
-        lanes = Counter(offsets)
-        faulting = Counter(o for o, code in zip(offsets, codes, strict=True) if code)
-        warps.append(_warp(core, table, lanes, faulting))
+        warp = _warp_of(core, table)
+        rows = [
+            (offset, code)
+            for offset, code, lane in zip(
+                pcs.values[begin:end].tolist(), codes_all[begin:end].tolist(),
+                ids_all[begin:end].tolist(), strict=True,
+            )
+            if lane == _NO_LANE_ID or warp.holds_lane(lane)
+        ]  # fmt: skip
+        lanes = Counter(offset for offset, _ in rows)
+        faulting = Counter(offset for offset, code in rows if code)
+        if lanes:
+            warps.append(_warp_pcs(warp, lanes, faulting))
     return tuple(warps)
 
 
-def _warp(core: Coredump, lane_table: int, lanes: Counter[int], faulting: Counter[int]) -> WarpPcs:
+# A lane id no row holds (ln is a u32 < 32): stands for "the row is too short to say".
+_NO_LANE_ID = 0xFFFFFFFF
+
+
+def _warp_of(core: Coredump, lane_table: int) -> Warp:
     index = core.tables
-    warp = index.parent_of(lane_table)
-    cta = index.parent_of(warp.section)
-    sm = index.parent_of(cta.section)
-    device = index.parent_of(sm.section)
-    cta_row = index.rows(cta.section, t.CTA_TABLE)[cta.row]
+    ref = index.parent_of(lane_table)
+    cta_ref = index.parent_of(ref.section)
+    sm_ref = index.parent_of(cta_ref.section)
+    device = index.parent_of(sm_ref.section)
+    sm = make_sm(index.rows(sm_ref.section, t.SM_TABLE)[sm_ref.row], device.row, sm_ref,
+                 core.string)  # fmt: skip
+    cta = make_cta(index.rows(cta_ref.section, t.CTA_TABLE)[cta_ref.row], sm, cta_ref)
+    return make_warp(index.rows(ref.section, t.WP_TABLE)[ref.row], cta, ref, core.string)
+
+
+def _warp_pcs(warp: Warp, lanes: Counter[int], faulting: Counter[int]) -> WarpPcs:
     return WarpPcs(
-        device_index=device.row,
-        grid_id=int(cta_row["grid_id"]),
-        block_idx=(int(cta_row["block_idx_x"]), int(cta_row["block_idx_y"]),
-                   int(cta_row["block_idx_z"])),
-        sm_id=int(index.rows(sm.section, t.SM_TABLE)[sm.row]["sm_id"]),
-        warp_id=int(index.rows(warp.section, t.WP_TABLE)[warp.row]["warp_id"]),
+        device_index=warp.device_index,
+        grid_id=warp.grid_id,
+        block_idx=warp.block_idx,
+        sm_id=warp.sm_id,
+        warp_id=warp.warp_id,
         lanes_at=tuple(sorted(lanes.items(), key=lambda item: (-item[1], item[0]))),
         faulting_at=tuple(sorted(faulting.items())),
-    )  # fmt: skip
+    )
 
 
 def gpu_state(
@@ -112,13 +140,17 @@ def gpu_state(
 ) -> tuple[KernelState, ...]:
     """The PC histogram of every grid that has warps in the dump."""
     code_map = code_map or CodeMap(core)
-    by_grid: dict[tuple[int, int], list[WarpPcs]] = defaultdict(list)
+    by_grid: dict[tuple[int, int | None], list[WarpPcs]] = defaultdict(list)
     for warp in warp_pcs(core) if warps is None else warps:
         by_grid[(warp.device_index, warp.grid_id)].append(warp)
     return tuple(
         _kernel_state(grid, members, kernel_of(core, code_map, *grid))
-        for grid, members in sorted(by_grid.items())
+        for grid, members in sorted(by_grid.items(), key=lambda item: _grid_order(item[0]))
     )
+
+
+def _grid_order(grid: tuple[int, int | None]) -> tuple[int, int]:
+    return grid[0], -1 if grid[1] is None else grid[1]
 
 
 def pc_groups(warps: Sequence[WarpPcs]) -> tuple[PcGroup, ...]:
@@ -126,7 +158,7 @@ def pc_groups(warps: Sequence[WarpPcs]) -> tuple[PcGroup, ...]:
     lanes: Counter[int] = Counter()
     warps_at: Counter[int] = Counter()
     faulting: Counter[int] = Counter()
-    blocks_at: dict[int, set[Dim3]] = defaultdict(set)
+    blocks_at: dict[int, set[Dim3 | None]] = defaultdict(set)
     for warp in warps:
         for offset, count in warp.lanes_at:
             lanes[offset] += count
@@ -141,7 +173,9 @@ def pc_groups(warps: Sequence[WarpPcs]) -> tuple[PcGroup, ...]:
     )
 
 
-def _kernel_state(grid: tuple[int, int], warps: list[WarpPcs], kernel: str | None) -> KernelState:
+def _kernel_state(
+    grid: tuple[int, int | None], warps: list[WarpPcs], kernel: str | None
+) -> KernelState:
     groups = pc_groups(warps)
     return KernelState(
         grid[0], grid[1], kernel, len(warps), sum(g.lanes for g in groups), groups,
@@ -150,17 +184,25 @@ def _kernel_state(grid: tuple[int, int], warps: list[WarpPcs], kernel: str | Non
 
 
 def kernel_code(
-    core: Coredump, code_map: CodeMap, device_index: int, grid_id: int
+    core: Coredump, code_map: CodeMap, device_index: int, grid_id: int | None
 ) -> tuple[CodeLocation, Function] | None:
     """Where the kernel a grid runs lives: its code section and its function, if loaded."""
-    grid = core.find_grid(device_index, grid_id)
-    location = code_map.locate(device_index, grid.function_entry) if grid else None
-    summary = code_map.summary(location.module_handle) if location else None
-    function = summary.find_function(grid.function_entry) if summary and grid else None
+    grid = None if grid_id is None else core.find_grid(device_index, grid_id)
+    return None if grid is None else grid_code(code_map, grid)
+
+
+def grid_code(code_map: CodeMap, grid: Grid) -> tuple[CodeLocation, Function] | None:
+    """Where the kernel of `grid` lives: its code section and its function, if loaded."""
+    entry = grid.function_entry
+    location = code_map.locate(grid.device_index, entry)
+    summary = code_map.summary(location.module) if location else None
+    function = summary.find_function(entry) if summary and entry is not None else None
     return None if location is None or function is None else (location, function)
 
 
-def kernel_of(core: Coredump, code_map: CodeMap, device_index: int, grid_id: int) -> str | None:
+def kernel_of(
+    core: Coredump, code_map: CodeMap, device_index: int, grid_id: int | None
+) -> str | None:
     """The mangled name of the kernel a grid runs, when its entry lies in a loaded image."""
     code = kernel_code(core, code_map, device_index, grid_id)
     return code[1].name if code else None

@@ -1,96 +1,57 @@
-"""The ELF container of a coredump: identity, section headers, bounds-checked bytes.
-
-A full H100 dump has over half a million sections, so the section header table is read
-as one numpy record array over the memory-mapped file (no object per section), and only
-the columns the reader needs are copied out. Every byte range handed out is checked
-against the file size first, so a hostile header becomes a `TruncatedDump`, not a crash.
+"""The container of a coredump: the file mapped (decompressed first when it has to be),
+its ELF header checked for a CUDA core, and its section headers, through `postmortem.elf`.
 """
 
 from __future__ import annotations
 
 import contextlib
-import gzip
 import mmap
 import os
 import shutil
 import stat
-import struct
 import tempfile
-import zlib
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import BinaryIO
 
-import numpy as np
-
+from postmortem.coredump.decompress import (
+    CODEC_MAGIC_BYTES,
+    Codec,
+    decompress_to_file,
+    sniff_codec,
+)
+from postmortem.elf import EM_CUDA, ET_CORE, SHT_STRTAB, ElfHeader, Sections, read_header
 from postmortem.errors import (
-    CompressedDumpError,
     CorruptSection,
+    MalformedElf,
     NotACudaCoredump,
     NotAnElfFile,
     TruncatedDump,
     UnreadableFile,
 )
 
-ET_CORE = 4
-EM_CUDA = 190
-ELFOSABI_CUDA = 0x33
-SHT_NOBITS = 8
-SHT_STRTAB = 3
-SHN_XINDEX = 0xFFFF
-_EHDR = struct.Struct("<16sHHIQQQIHHHHHH")
-_SHDR_SIZE = 64
-_GZIP_MAGIC = b"\x1f\x8b"
-_MAX_NAME = 4096
-
-SHDR_DTYPE = np.dtype(
-    [
-        ("name", "<u4"),
-        ("type", "<u4"),
-        ("flags", "<u8"),
-        ("addr", "<u8"),
-        ("offset", "<u8"),
-        ("size", "<u8"),
-        ("link", "<u4"),
-        ("info", "<u4"),
-        ("addralign", "<u8"),
-        ("entsize", "<u8"),
-    ]
-)
-
-
-@dataclass(frozen=True, slots=True)
-class ElfIdentity:
-    """What the ELF header says about the file."""
-
-    abi_version: int
-    """`e_ident[EI_ABIVERSION]`; 7 in the dumps seen so far."""
-    section_count: int
-    """Number of sections, after resolving extended numbering."""
-    shstrndx: int
-    """Index of the section-name string table."""
-    extended_numbering: bool
-    """True when the counts live in section 0 (more than 65,279 sections)."""
-
 
 class MappedFile:
-    """A read-only memory map of a dump, decompressed first when it is gzip."""
+    """A read-only memory map of a dump, decompressed first when it is compressed."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self.compressed = False
+        self.codec: Codec | None = None
+        """"gzip", "zstd" or "xz" when the file was compressed (and decompressed privately)."""
         self._tempdir: str | None = None
         try:
             if not stat.S_ISREG(os.stat(path).st_mode):
                 raise UnreadableFile(path, "not a regular file")
-            self._file = open(path, "rb")  # noqa: SIM115 - lives as long as the map
+            self._file: BinaryIO = open(path, "rb")  # noqa: SIM115 - lives as long as the map
         except OSError as error:
             raise UnreadableFile(path, error.strerror or str(error)) from None
         try:
-            if self._file.read(2) == _GZIP_MAGIC:
+            self.codec = sniff_codec(self._file.read(CODEC_MAGIC_BYTES))
+            if self.codec is not None:
                 self._file.close()
-                self._file = self._decompress(path)
-                self.compressed = True
+                # A private directory (mode 0700) and an unlinked file: nobody else can read
+                # the decompressed dump, and nothing is left behind if we are killed.
+                self._tempdir = tempfile.mkdtemp(prefix="postmortem-")
+                self._file = decompress_to_file(path, self.codec, self._tempdir)
             size = os.fstat(self._file.fileno()).st_size
             if size == 0:
                 raise NotAnElfFile(path, "the file is empty")
@@ -100,36 +61,9 @@ class MappedFile:
             self.close()
             raise
 
-    def _decompress(self, path: Path) -> Any:
-        # A private directory (mode 0700) and an unlinked file: nobody else can read the
-        # decompressed dump, and nothing is left behind if we are killed.
-        self._tempdir = tempfile.mkdtemp(prefix="postmortem-")
-        out = tempfile.TemporaryFile(dir=self._tempdir)  # noqa: SIM115 - returned open
-        free = shutil.disk_usage(self._tempdir).free
-        try:
-            with gzip.open(path, "rb") as stream:
-                while chunk := stream.read(1 << 20):
-                    if out.tell() + len(chunk) > free:
-                        raise CompressedDumpError(path, "decompressed dump exceeds free disk space")
-                    out.write(chunk)
-        except (OSError, EOFError, zlib.error) as error:
-            out.close()
-            raise CompressedDumpError(path, str(error) or type(error).__name__) from None
-        out.flush()
-        return out
-
-    def check(self, offset: int, size: int, what: str) -> None:
-        """Raise `TruncatedDump` unless `[offset, offset + size)` lies inside the file."""
-        if offset < 0 or size < 0:
-            raise TruncatedDump(self.path, self.size, max(size, 0), what)
-        if offset + size > self.size:
-            start = min(offset, self.size)
-            raise TruncatedDump(self.path, start, offset + size - start, what)
-
-    def read(self, offset: int, size: int, what: str) -> bytes:
-        """The bytes at `[offset, offset + size)`, bounds-checked."""
-        self.check(offset, size, what)
-        return self.map[offset : offset + size]
+    @property
+    def compressed(self) -> bool:
+        return self.codec is not None
 
     def close(self) -> None:
         mapping = getattr(self, "map", None)
@@ -143,123 +77,51 @@ class MappedFile:
             self._tempdir = None
 
 
-def read_identity(mapped: MappedFile) -> ElfIdentity:
-    """Validate the ELF header of a CUDA coredump and resolve the section counts."""
+def read_identity(mapped: MappedFile) -> ElfHeader:
+    """Validate the ELF header of a CUDA coredump and the bounds of its section headers.
+
+    Raises:
+        NotAnElfFile: No readable ELF64 little-endian header.
+        NotACudaCoredump: An ELF file of another type or machine.
+        TruncatedDump: The section header table runs past the end of the file.
+        CorruptSection: The header's section fields cannot be right.
+    """
     path = mapped.path
-    if mapped.size < 4 or mapped.map[:4] != b"\x7fELF":
-        raise NotAnElfFile(path, "no ELF magic at the start of the file")
-    if mapped.size < _EHDR.size:
-        raise NotAnElfFile(path, f"ELF header cut short at byte {mapped.size}")
-    ident, e_type, e_machine, _, _, _, e_shoff, _, _, _, _, e_shentsize, e_shnum, e_shstrndx = (
-        _EHDR.unpack_from(mapped.map, 0)
-    )
-    if ident[4] != 2:
-        raise NotAnElfFile(path, f"ELF class {ident[4]}, expected 2 (64-bit)")
-    if ident[5] != 1:
-        raise NotAnElfFile(path, f"ELF data encoding {ident[5]}, expected 1 (little-endian)")
-    if e_type != ET_CORE:
-        raise NotACudaCoredump(path, "e_type", e_type, ET_CORE)
-    if e_machine != EM_CUDA:
-        raise NotACudaCoredump(path, "e_machine", e_machine, EM_CUDA)
-    if e_shentsize != _SHDR_SIZE:
-        raise CorruptSection(path, "ELF header", "e_shentsize", e_shentsize, "expected 64")
-    mapped.check(e_shoff, _SHDR_SIZE, "section header 0")
-    count, shstrndx, extended = e_shnum, e_shstrndx, False
-    if e_shnum == 0 or e_shstrndx == SHN_XINDEX:
-        section0 = np.frombuffer(mapped.map, SHDR_DTYPE, 1, e_shoff)[0]
-        extended = True
-        if e_shnum == 0:
-            count = int(section0["size"])
-        if e_shstrndx == SHN_XINDEX:
-            shstrndx = int(section0["link"])
-    if count == 0:
-        raise CorruptSection(path, "ELF header", "section count", 0, "a coredump has sections")
-    mapped.check(e_shoff, count * _SHDR_SIZE, f"the table of {count} section headers")
-    if shstrndx >= count:
-        raise CorruptSection(path, "ELF header", "e_shstrndx", shstrndx, f"only {count} sections")
-    return ElfIdentity(ident[8], count, shstrndx, extended)
+    try:
+        header = read_header(mapped.map, mapped.size)
+    except MalformedElf as error:
+        if error.past_end_at is not None:
+            start = min(error.past_end_at, mapped.size)
+            raise TruncatedDump(path, start, 0, f"{error.where}: {error.problem}") from None
+        if error.field is not None:
+            raise CorruptSection(
+                path, error.where, error.field, error.value or 0, error.problem
+            ) from None
+        raise NotAnElfFile(path, error.problem) from None
+    if header.type != ET_CORE:
+        raise NotACudaCoredump(path, "e_type", header.type, ET_CORE)
+    if header.machine != EM_CUDA:
+        raise NotACudaCoredump(path, "e_machine", header.machine, EM_CUDA)
+    return header
 
 
-def _section_header_offset(mapped: MappedFile) -> int:
-    return int(struct.unpack_from("<Q", mapped.map, 0x28)[0])
+class SectionTable(Sections):
+    """The dump's section headers, with the `.strtab` that table rows index into."""
 
-
-class SectionTable:
-    """All section headers, as columns; names and bytes on demand."""
-
-    def __init__(self, mapped: MappedFile, identity: ElfIdentity) -> None:
-        self._mapped = mapped
-        headers = np.frombuffer(
-            mapped.map, SHDR_DTYPE, identity.section_count, _section_header_offset(mapped)
-        )
-        # Copies of the columns we use, so the mapping is not pinned by live views.
-        self.type = headers["type"].copy()
-        self.link = headers["link"].copy()
-        self.info = headers["info"].copy()
-        self.offset = headers["offset"].copy()
-        self.size = headers["size"].copy()
-        self.addr = headers["addr"].copy()
-        self.entsize = headers["entsize"].copy()
-        self.flags = headers["flags"].copy()
-        self._name = headers["name"].copy()
-        del headers
-        self.count = identity.section_count
-        self._shstr = self._string_table_bounds(identity.shstrndx)
-        self.strtab: tuple[int, int] | None = self._find_strtab()
-
-    def _string_table_bounds(self, index: int) -> tuple[int, int]:
-        offset, size = int(self.offset[index]), int(self.size[index])
-        self._mapped.check(offset, size, "the section-name string table")
-        return offset, size
-
-    def _find_strtab(self) -> tuple[int, int] | None:
-        for index in np.flatnonzero(self.type == SHT_STRTAB):
-            if self.name(int(index)) == ".strtab":
-                return self._string_table_bounds(int(index))
-        return None
-
-    def name(self, index: int) -> str:
-        """The section's name from `.shstrtab` ("?" when the index is out of range)."""
-        start, size = self._shstr
-        offset = int(self._name[index])
-        if offset >= size:
-            return f"#{index}"
-        return _c_string(self._mapped.map, start + offset, start + size)
-
-    def label(self, index: int) -> str:
-        """How errors name a section: its name, or its index when the name is bad."""
-        name = self.name(index)
-        return name if name and name.isprintable() else f"#{index}"
-
-    def data(self, index: int) -> bytes:
-        """The section's bytes, bounds-checked (empty for SHT_NOBITS)."""
-        if int(self.type[index]) == SHT_NOBITS:
-            return b""
-        offset, size = int(self.offset[index]), int(self.size[index])
-        return self._mapped.read(offset, size, f"section {self.label(index)}")
-
-    def view(self, index: int, dtype: np.dtype[Any], count: int) -> np.ndarray[Any, Any]:
-        """`count` records of `dtype` at the start of the section, bounds-checked."""
-        offset, size = int(self.offset[index]), count * dtype.itemsize
-        if offset + size > self._mapped.size:  # the label is built only for the error
-            self._mapped.check(offset, size, f"section {self.label(index)}")
-        rows: np.ndarray[Any, Any] = np.frombuffer(self._mapped.map, dtype, count, offset).copy()
-        return rows
+    def __init__(self, mapped: MappedFile, header: ElfHeader) -> None:
+        super().__init__(mapped.map, header, mapped.size)
+        self.path = mapped.path
+        self.strtab: int | None = self.find(".strtab", SHT_STRTAB)
 
     def string(self, offset: int, what: str) -> str:
-        """A string from `.strtab`."""
+        """A string from `.strtab` (a device name, an SM type, the generator's name).
+
+        Raises:
+            CorruptSection: There is no `.strtab`, or the offset lies past its end.
+        """
         if self.strtab is None:
-            raise CorruptSection(self._mapped.path, ".strtab", what, offset, "no .strtab section")
-        start, size = self.strtab
+            raise CorruptSection(self.path, ".strtab", what, offset, "no .strtab section")
+        size = self.available(self.strtab)
         if offset >= size:
-            raise CorruptSection(
-                self._mapped.path, ".strtab", what, offset, f"past its end ({size} bytes)"
-            )
-        return _c_string(self._mapped.map, start + offset, start + size)
-
-
-def _c_string(buffer: mmap.mmap, start: int, end: int) -> str:
-    end = min(end, start + _MAX_NAME)
-    stop = buffer.find(b"\0", start, end)
-    raw = buffer[start : stop if stop >= 0 else end]
-    return raw.decode("utf-8", "replace")
+            raise CorruptSection(self.path, ".strtab", what, offset, f"past its end ({size} bytes)")
+        return self.string_at(self.strtab, offset)

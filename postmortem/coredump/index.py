@@ -3,9 +3,9 @@
 `TableIndex` knows nothing of devices or lanes: it decodes a table section into records
 (only the fields its `sh_entsize` holds), finds the sections hanging from a row through
 `sh_link`/`sh_info`, and scans one column of every table of a kind in a single gather.
-Every link is checked against the section type it must name, once, in bulk, when the
-dump is opened, so corruption anywhere is reported up front and a cyclic or dangling
-link is never followed.
+It sees only what the `Survey` made when the dump was opened let through: every link
+checked against the section type it must name, tables read up to their last whole row,
+so a cyclic, dangling or truncated part is set aside (and named), never followed.
 """
 
 from __future__ import annotations
@@ -18,7 +18,8 @@ from typing import Any
 import numpy as np
 
 from postmortem.coredump import tables as t
-from postmortem.coredump.elf import SHT_NOBITS, MappedFile, SectionTable
+from postmortem.coredump.elf import MappedFile, SectionTable
+from postmortem.coredump.survey import Survey
 from postmortem.errors import CorruptSection
 from postmortem.model import RowRef
 
@@ -41,94 +42,55 @@ class TableIndex:
         self.path: Path = mapped.path
         self.file = mapped
         self.sections = sections
+        self.survey = Survey(sections)
         self._children_index: dict[int, tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]] = {}
         self._rows_cache: dict[int, np.ndarray[Any, Any]] = {}
-        self._validate()
 
     def clear(self) -> None:
         """Drop cached rows (they are copies, so the map can close)."""
         self._rows_cache.clear()
 
     def of_type(self, section_type: int) -> np.ndarray[Any, Any]:
-        """Indices of every section of `section_type`, in file order."""
-        return np.flatnonzero(self.sections.type == section_type)
+        """Indices of every usable section of `section_type`, in file order."""
+        return np.flatnonzero((self.sections.type == section_type) & self.survey.usable)
 
     def rows(self, section: int, section_type: int) -> np.ndarray[Any, Any]:
-        """The decoded rows of a table section, with only the fields its stride holds."""
+        """The usable rows of a table section, with only the fields its stride holds."""
         cached = self._rows_cache.get(section)
         if cached is not None:
             return cached
-        rows = self._decode(section, section_type)
+        layout = t.LAYOUTS[section_type]
+        dtype = layout.dtype(int(self.sections.entsize[section]))
+        rows = self.sections.records(section, dtype, int(self.survey.rows[section]))
         if len(self._rows_cache) > _ROWS_CACHE_LIMIT:
             self._rows_cache.clear()
         self._rows_cache[section] = rows
         return rows
 
-    def _decode(self, section: int, section_type: int) -> np.ndarray[Any, Any]:
-        layout = t.LAYOUTS[section_type]
-        entsize, size = int(self.sections.entsize[section]), int(self.sections.size[section])
-        if entsize < layout.min_size:
-            raise CorruptSection(
-                self.path, self.sections.label(section), "sh_entsize", entsize,
-                f"a {layout.table} row is at least {layout.min_size} bytes",
-            )  # fmt: skip
-        if size % entsize:
-            raise CorruptSection(
-                self.path, self.sections.label(section), "sh_size", size,
-                f"not a multiple of sh_entsize {entsize}",
-            )  # fmt: skip
-        return self.sections.view(section, layout.dtype(entsize), size // entsize)
-
-    def _validate(self) -> None:
-        s, size = self.sections, self.file.size
-        in_file = s.type != SHT_NOBITS
-        past = in_file & ((s.offset > size) | (s.size > size - np.minimum(s.offset, size)))
-        for section in np.flatnonzero(past)[:1]:
-            s.data(int(section))  # raises TruncatedDump with the numbers
-        rows = np.zeros(s.count, dtype=np.uint64)
-        for section_type, layout in t.LAYOUTS.items():
-            tables = self.of_type(section_type)
-            strides = np.maximum(s.entsize[tables], 1)
-            bad = (s.entsize[tables] < layout.min_size) | (s.size[tables] % strides != 0)
-            for section in tables[bad][:1]:
-                self._decode(int(section), section_type)  # raises CorruptSection
-            rows[tables] = s.size[tables] // strides
-        for child_type, parent_type in t.PARENT_TYPE.items():
-            members = self.of_type(child_type)
-            links = np.minimum(s.link[members], s.count - 1)
-            wrong = (s.link[members] >= s.count) | (s.type[links] != parent_type)
-            wrong |= s.info[members] >= rows[links]
-            for section in members[wrong][:1]:
-                self.parent_of(int(section))  # raises CorruptSection naming the link
+    def data(self, section: int, limit: int | None = None) -> bytes:
+        """The usable bytes of a section (up to the end of the file for a cut memory
+        segment), at most `limit` of them."""
+        size = int(self.survey.size[section])
+        if limit is not None:
+            size = min(size, limit)
+        offset = int(self.sections.offset[section])
+        return bytes(self.file.map[offset : offset + size])
 
     def parent_of(self, section: int) -> RowRef:
-        """The row a section hangs from, checked: right table type, row in range."""
+        """The row a usable section hangs from (checked by the survey)."""
         s = self.sections
-        expected = t.PARENT_TYPE[int(s.type[section])]
         link, info = int(s.link[section]), int(s.info[section])
-        if link >= s.count or int(s.type[link]) != expected:
-            found = "no section" if link >= s.count else self._type_name(link)
+        if not self.survey.usable[section] or link >= s.count or not self.survey.usable[link]:
             raise CorruptSection(
-                self.path, s.label(section), "sh_link", link,
-                f"must name a {t.SECTION_TYPE_NAMES[expected]}, found {found}",
-            )  # fmt: skip
-        count = len(self.rows(link, expected))
-        if info >= count:
-            raise CorruptSection(
-                self.path, s.label(section), "sh_info", info,
-                f"row out of range: {s.label(link)} has {count} rows",
-            )  # fmt: skip
+                self.path, s.label(section), "sh_link", link, "names no usable table"
+            )
         return RowRef(link, info)
-
-    def _type_name(self, section: int) -> str:
-        section_type = int(self.sections.type[section])
-        return t.SECTION_TYPE_NAMES.get(section_type, f"section type 0x{section_type:x}")
 
     def children(self, parent: RowRef, child_type: int) -> list[int]:
         """Sections of `child_type` whose sh_link/sh_info name `parent`, in file order."""
         index = self._children_index.get(child_type)
         if index is None:
-            members = self.of_type(child_type)
+            members = np.setdiff1d(self.of_type(child_type), self.survey.root_images)
             keys = (self.sections.link[members].astype(np.uint64) << np.uint64(32)) | (
                 self.sections.info[members].astype(np.uint64)
             )
@@ -151,17 +113,20 @@ class TableIndex:
             for row, values in enumerate(self.rows(section, table_type)):
                 yield RowRef(section, row), values
 
-    def column(self, section_type: int, field: str) -> Column:
+    def column(self, section_type: int, field: str, default: int | None = None) -> Column:
         """One field of every row of every table of `section_type`, in one gather.
 
         Reading just that column over the mapped file costs one pass, not a Python object
         per row: finding the few faulting lanes among 270,000 stays cheap. Tables whose
-        stride lacks the field are skipped.
+        stride lacks the field are skipped, or, with a `default`, give it for every row
+        (so that columns of several fields line up row for row).
         """
         s, spec = self.sections, t.LAYOUTS[section_type].field(field)
-        tables = self.of_type(section_type)
-        tables = tables[s.entsize[tables] >= spec.end]
-        counts = (s.size[tables] // s.entsize[tables]).astype(np.int64)
+        every = self.of_type(section_type)
+        tables = every[s.entsize[every] >= spec.end]
+        if default is not None and len(tables) < len(every):
+            return self._column_with_default(section_type, field, default)
+        counts = self.survey.rows[tables]
         total = int(counts.sum())
         owner = np.repeat(np.arange(len(tables)), counts)
         row = np.arange(total) - np.repeat(np.cumsum(counts) - counts, counts)
@@ -174,6 +139,22 @@ class TableIndex:
         values = np.ascontiguousarray(gathered, dtype=np.uint8).view("<u" + str(width)).ravel()
         return Column(tables[owner], row, values)
 
+    def _column_with_default(self, section_type: int, field: str, default: int) -> Column:
+        every = self.of_type(section_type)
+        counts = self.survey.rows[every]
+        sections = np.repeat(every, counts)
+        rows = np.arange(int(counts.sum())) - np.repeat(np.cumsum(counts) - counts, counts)
+        found = self.column(section_type, field)
+        width = t.LAYOUTS[section_type].field(field)
+        values = np.full(len(sections), default, dtype="<u" + str(width.end - width.offset))
+        # Both lists run table by table in file order: the found rows are a subsequence.
+        keys = (sections.astype(np.uint64) << np.uint64(32)) | rows.astype(np.uint64)
+        found_keys = (found.section.astype(np.uint64) << np.uint64(32)) | found.row.astype(
+            np.uint64
+        )
+        values[np.searchsorted(keys, found_keys)] = found.values
+        return Column(sections, rows, values)
+
     def nonzero_rows(self, section_type: int, field: str) -> list[RowRef]:
         """Rows, across every table of `section_type`, whose `field` is non-zero."""
         column = self.column(section_type, field)
@@ -183,7 +164,5 @@ class TableIndex:
         ]
 
     def row_count(self, section_type: int) -> int:
-        """Rows in all tables of `section_type` together (validated strides)."""
-        tables = self.of_type(section_type)
-        strides = np.maximum(self.sections.entsize[tables], 1)
-        return int(np.sum(self.sections.size[tables] // strides))
+        """Usable rows in all tables of `section_type` together."""
+        return int(np.sum(self.survey.rows[self.of_type(section_type)]))

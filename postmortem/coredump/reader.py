@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
 import numpy as np
 
@@ -28,6 +29,7 @@ from postmortem.coredump.rows import (
     make_sm,
     make_warp,
 )
+from postmortem.coredump.survey import Damage
 from postmortem.errors import CorruptSection
 from postmortem.model import (
     CTA,
@@ -47,10 +49,20 @@ from postmortem.model import (
     Warp,
 )
 
+# Register-like sections are read up to this many 32-bit words: R0-R255 and more, whatever
+# size a header claims.
+_MAX_WORDS = 1024
+# Kernel parameters are at most 32,764 bytes (CUDA 12.1's limit).
+_MAX_PARAM_BYTES = 1 << 16
 _MEMORY_KINDS = {
     t.GLOBAL_MEM: "global",
     t.MANAGED_MEM: "managed",
 }
+
+
+def _field(values: Any, name: str) -> int | None:
+    names = values.dtype.names
+    return int(values[name]) if names is not None and name in names else None
 
 
 def open_coredump(path: str | Path) -> Coredump:
@@ -74,6 +86,9 @@ class Coredump:
     def __init__(self, path: Path) -> None:
         self.path = path
         self._file = MappedFile(path)
+        self._bad_strings: list[str] = []
+        self._all_modules: tuple[Module, ...] | None = None
+        self._image_index: dict[int, dict[tuple[int, int], int]] = {}
         try:
             self.identity = read_identity(self._file)
             self.sections = SectionTable(self._file, self.identity)
@@ -103,16 +118,36 @@ class Coredump:
 
     @property
     def compressed(self) -> bool:
-        """True when the file was gzip-compressed (and was decompressed privately)."""
+        """True when the file was compressed (and was decompressed privately)."""
         return self._file.compressed
+
+    @property
+    def codec(self) -> str | None:
+        """ "gzip", "zstd" or "xz" for a compressed file; None for a plain one."""
+        return self._file.codec
 
     @property
     def file_size(self) -> int:
         """Size in bytes of the (decompressed) dump."""
         return self._file.size
 
-    def _string(self, offset: int, what: str) -> str:
-        return self.sections.string(offset, what)
+    def string(self, offset: int, what: str) -> str | None:
+        # A bad offset costs one name, not the dump.
+        try:
+            return self.sections.string(offset, what)
+        except CorruptSection as error:
+            self._bad_strings.append(f"{what} {error.reason}")
+            return None
+
+    @property
+    def damage(self) -> tuple[Damage, ...]:
+        """What the reader set aside or read only in part, and what that cost."""
+        return self.tables.survey.damage
+
+    @property
+    def string_problems(self) -> tuple[str, ...]:
+        """Names whose `.strtab` offsets could not be read (so they are unknown)."""
+        return tuple(dict.fromkeys(self._bad_strings))
 
     # -- the hierarchy --------------------------------------------------------------
 
@@ -120,7 +155,7 @@ class Coredump:
         devices = []
         for section in self.tables.of_type(t.DEV_TABLE):
             for row, values in enumerate(self.tables.rows(int(section), t.DEV_TABLE)):
-                devices.append(make_device(values, RowRef(int(section), row), self._string))
+                devices.append(make_device(values, RowRef(int(section), row), self.string))
         return tuple(devices)
 
     def device(self, index: int) -> Device:
@@ -134,15 +169,16 @@ class Coredump:
         """Every context of every device."""
         found = []
         for section in self.tables.of_type(t.CTX_TABLE):
+            device = self.tables.parent_of(int(section))
             for row, values in enumerate(self.tables.rows(int(section), t.CTX_TABLE)):
-                found.append(make_context(values, RowRef(int(section), row)))
+                found.append(make_context(values, RowRef(int(section), row), device.row))
         return tuple(found)
 
     def modules(self, context: Context) -> tuple[Module, ...]:
         """The modules loaded in a context, with their images."""
         return tuple(
             Module(
-                int(values["module_handle"]),
+                _field(values, "module_handle"),
                 context.context_id,
                 context.device_index,
                 self._image(ref, t.RELF_IMG),
@@ -152,19 +188,51 @@ class Coredump:
             for ref, values in self.tables.rows_under(context.ref, t.MOD_TABLE)
         )
 
+    def root_modules(self) -> tuple[Module, ...]:
+        """Images at the root of the dump (no module row names them): modules of unknown
+        handle, context and device, as other producers write them."""
+        return tuple(
+            Module(
+                None, None, None,
+                Image(section, int(self.tables.survey.size[section]), True)
+                if int(self.sections.type[section]) == t.RELF_IMG else None,
+                Image(section, int(self.tables.survey.size[section]), False)
+                if int(self.sections.type[section]) == t.ELF_IMG else None,
+                RowRef(section, 0),
+            )
+            for section in sorted(int(s) for s in self.tables.survey.root_images)
+        )  # fmt: skip
+
     def all_modules(self) -> tuple[Module, ...]:
-        """Every module of every context."""
-        return tuple(m for c in self.contexts() for m in self.modules(c))
+        """Every module of every context, then the root-level images (read once)."""
+        if self._all_modules is None:
+            found = tuple(m for c in self.contexts() for m in self.modules(c))
+            self._all_modules = found + self.root_modules()
+        return self._all_modules
 
     def _image(self, module: RowRef, image_type: int) -> Image | None:
-        section = self.tables.only_child(module, image_type)
+        # A module table may hold thousands of rows: one dict per image type, not a search
+        # per row.
+        index = self._image_index.get(image_type)
+        if index is None:
+            members = np.setdiff1d(self.tables.of_type(image_type), self.tables.survey.root_images)
+            links, infos = (
+                self.sections.link[members].tolist(),
+                self.sections.info[members].tolist(),
+            )
+            index = {}
+            for section, link, info in zip(members.tolist(), links, infos, strict=True):
+                index.setdefault((link, info), section)  # the first in file order
+            self._image_index[image_type] = index
+        section = index.get((module.section, module.row))
         if section is None:
             return None
-        return Image(section, int(self.sections.size[section]), image_type == t.RELF_IMG)
+        size = int(self.tables.survey.size[section])
+        return Image(section, size, image_type == t.RELF_IMG)
 
     def image_bytes(self, image: Image) -> bytes:
         """The cubin bytes of a module image."""
-        return self.sections.data(image.section)
+        return self.tables.data(image.section)
 
     def grids(self, device: Device) -> tuple[Grid, ...]:
         """The grids (kernel launches) present on a device."""
@@ -181,20 +249,23 @@ class Coredump:
     def params(self, grid: Grid) -> bytes | None:
         """The grid's kernel parameter bytes, when the dump holds them."""
         section = self.tables.only_child(grid.ref, t.PARAM_MEM)
-        return None if section is None else self.sections.data(section)
+        return None if section is None else self.tables.data(section, _MAX_PARAM_BYTES)
 
     def constbanks(self, grid: Grid) -> tuple[Constbank, ...]:
-        """The grid's constant banks (r550+)."""
-        return tuple(
-            Constbank(int(values["bank_id"]), int(values["addr"]), int(values["size"]))
-            for section in self.tables.children(grid.ref, t.CB_TABLE)
-            for values in self.tables.rows(section, t.CB_TABLE)
-        )
+        """The grid's constant banks (r550+); rows too short to say all three are skipped."""
+        banks = []
+        for section in self.tables.children(grid.ref, t.CB_TABLE):
+            for values in self.tables.rows(section, t.CB_TABLE):
+                bank_id, addr = _field(values, "bank_id"), _field(values, "addr")
+                size = _field(values, "size")
+                if bank_id is not None and addr is not None and size is not None:
+                    banks.append(Constbank(bank_id, addr, size))
+        return tuple(banks)
 
     def sms(self, device: Device) -> tuple[SM, ...]:
         """The SMs of a device that the dump holds."""
         return tuple(
-            make_sm(values, device.index, ref, self._string)
+            make_sm(values, device.index, ref, self.string)
             for ref, values in self.tables.rows_under(device.ref, t.SM_TABLE)
         )
 
@@ -207,16 +278,17 @@ class Coredump:
     def warps(self, cta: CTA) -> tuple[Warp, ...]:
         """The warps of a CTA."""
         return tuple(
-            make_warp(values, cta, ref, self._string)
+            make_warp(values, cta, ref, self.string)
             for ref, values in self.tables.rows_under(cta.ref, t.WP_TABLE)
         )
 
     def lanes(self, warp: Warp) -> tuple[Lane, ...]:
-        """The lanes (threads) of a warp."""
-        return tuple(
+        """The lanes (threads) of a warp: rows whose lane id the valid-lanes mask holds."""
+        found = (
             make_lane(values, warp, ref)
             for ref, values in self.tables.rows_under(warp.ref, t.LN_TABLE)
         )
+        return tuple(lane for lane in found if warp.holds_lane(lane.lane))
 
     def iter_warps(self, device: Device) -> Iterator[Warp]:
         """Every warp of a device, SM by SM."""
@@ -230,7 +302,7 @@ class Coredump:
         section = self.tables.only_child(parent, section_type)
         if section is None:
             return None
-        data = self.sections.data(section)
+        data = self.tables.data(section, _MAX_WORDS * 4)
         return tuple(np.frombuffer(data, "<u4", len(data) // 4).tolist())
 
     def registers(self, lane: Lane) -> tuple[int, ...] | None:
@@ -258,25 +330,33 @@ class Coredump:
         section = self.tables.only_child(lane.ref, t.BT)
         if section is None:
             return ()
-        return tuple(
-            BacktraceFrame(
-                int(v["level"]), int(v["return_address"]), int(v["virtual_return_address"])
-            )
-            for v in self.tables.rows(section, t.BT)
-        )
+        frames = []
+        for values in self.tables.rows(section, t.BT):
+            level, offset = _field(values, "level"), _field(values, "return_address")
+            address = _field(values, "virtual_return_address")
+            if level is not None and offset is not None and address is not None:
+                frames.append(BacktraceFrame(level, offset, address))
+        return tuple(frames)
 
     def local_memory(self, lane: Lane) -> bytes | None:
         """The lane's local memory, when captured."""
         section = self.tables.only_child(lane.ref, t.LOCAL_MEM)
-        return None if section is None else self.sections.data(section)
+        return None if section is None else self.tables.data(section)
 
     def shared_memory(self, cta: CTA | Warp) -> bytes | None:
         """The CTA's shared memory (for a warp: its own CTA's), when captured."""
         ref = cta.ref if isinstance(cta, CTA) else self.tables.parent_of(cta.ref.section)
         section = self.tables.only_child(ref, t.SHARED_MEM)
-        return None if section is None else self.sections.data(section)
+        return None if section is None else self.tables.data(section)
 
     # -- whole-dump facts -----------------------------------------------------------
+
+    @property
+    def has_gpu_state(self) -> bool:
+        """True when the dump holds a warp, or an SM row that reports an exception."""
+        if self.tables.row_count(t.WP_TABLE):
+            return True
+        return bool(self.tables.nonzero_rows(t.SM_TABLE, "exception"))
 
     @property
     def metadata(self) -> Metadata | None:
@@ -284,7 +364,7 @@ class Coredump:
         for section in self.tables.of_type(t.META_DATA):
             rows = self.tables.rows(int(section), t.META_DATA)
             if len(rows):
-                return make_metadata(rows[0], self._string)
+                return make_metadata(rows[0], self.string)
         return None
 
     def memory_segments(self) -> tuple[MemorySegment, ...]:
@@ -293,7 +373,7 @@ class Coredump:
             MemorySegment(
                 kind,
                 int(self.sections.addr[section]),
-                int(self.sections.size[section]),
+                int(self.tables.survey.size[section]),
                 int(section),
             )
             for section_type, kind in _MEMORY_KINDS.items()
@@ -309,7 +389,7 @@ class Coredump:
                 and address + size <= segment.address + segment.size_bytes
             ):
                 data_offset = int(self.sections.offset[segment.section]) + address - segment.address
-                return self._file.read(data_offset, size, f"section {segment.section}")
+                return bytes(self._file.map[data_offset : data_offset + size])
         return None
 
     def table_layouts(self) -> tuple[TableLayout, ...]:
@@ -324,8 +404,14 @@ class Coredump:
     @property
     def layout_generation(self) -> str:
         """The newest driver generation any table's row size shows (the dump's writer)."""
-        generations = [layout.generation for layout in self.table_layouts()] or ["r346"]
-        return max(generations, key=t.generation_rank)
+        layouts = self.table_layouts()
+        generations = [x.generation for x in layouts if not x.generation.startswith("short")]
+        newest = max(generations or ["r346"], key=t.generation_rank)
+        short = [x.table for x in layouts if x.generation.startswith("short")]
+        if not short:
+            return newest
+        tables = ", ".join(short[:-1]) + " and " + short[-1] if len(short) > 1 else short[0]
+        return f"{newest} (short rows in the {tables})"
 
     def section_counts(self) -> dict[str, int]:
         """How many sections of each known type the dump holds."""

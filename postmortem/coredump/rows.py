@@ -1,4 +1,9 @@
-"""Decoded table rows → model values. A field the row's stride lacks becomes None."""
+"""Decoded table rows → model values. A field the row's stride lacks becomes None.
+
+Any non-zero stride is read: other producers write rows shorter than the first release's
+(an 8-byte grid row holding only the grid id), so every field may be absent, and an
+absent field is None, never guessed or zero-filled.
+"""
 
 from __future__ import annotations
 
@@ -18,17 +23,21 @@ from postmortem.model import (
     Warp,
 )
 
-Row = Any  # a numpy record (np.void) whose dtype holds only the fields present
-StringLookup = Callable[[int, str], str]
+Row = dict[str, int]  # a decoded row: only the fields its stride holds
+Record = Any  # a numpy record (np.void) whose dtype holds only the fields present
+
+
+def _fields(record: Record) -> Row:
+    # One dict per row, built in C, instead of a dtype lookup per field.
+    return dict(zip(record.dtype.names or (), record.item(), strict=True))
+
+
+StringLookup = Callable[[int, str], str | None]
 
 
 def _get(row: Row, name: str) -> int | None:
-    names = row.dtype.names
-    return int(row[name]) if names is not None and name in names else None
-
-
-def _int(row: Row, name: str) -> int:
-    return int(row[name])
+    value = row.get(name)
+    return None if value is None else int(value)
 
 
 def _dim3(row: Row, prefix: str) -> Dim3 | None:
@@ -38,8 +47,9 @@ def _dim3(row: Row, prefix: str) -> Dim3 | None:
     return (x, y, z)
 
 
-def _need_dim3(row: Row, prefix: str) -> Dim3:
-    return (_int(row, f"{prefix}_x"), _int(row, f"{prefix}_y"), _int(row, f"{prefix}_z"))
+def _string(row: Row, name: str, lookup: StringLookup, what: str) -> str | None:
+    offset = _get(row, name)
+    return None if offset is None else lookup(offset, what)
 
 
 def _optional_string(row: Row, name: str, lookup: StringLookup) -> str | None:
@@ -47,24 +57,25 @@ def _optional_string(row: Row, name: str, lookup: StringLookup) -> str | None:
     return None if offset is None or offset == 0 else lookup(offset, name)
 
 
-def make_device(row: Row, ref: RowRef, lookup: StringLookup) -> Device:
+def make_device(record: Record, ref: RowRef, lookup: StringLookup) -> Device:
+    row = _fields(record)
     return Device(
         index=ref.row,
-        dev_id=_int(row, "dev_id"),
-        name=lookup(_int(row, "dev_name"), "devName"),
-        type=lookup(_int(row, "dev_type"), "devType"),
-        sm_type=lookup(_int(row, "sm_type"), "smType"),
-        pci_bus_id=_int(row, "pci_bus_id"),
-        pci_dev_id=_int(row, "pci_dev_id"),
-        num_sms=_int(row, "num_sms"),
-        num_warps_per_sm=_int(row, "num_warps_per_sm"),
-        num_lanes_per_warp=_int(row, "num_lanes_per_warp"),
-        num_regs_per_lane=_int(row, "num_regs_per_lane"),
-        num_predicates_per_lane=_int(row, "num_predicates_per_lane"),
-        sm_major=_int(row, "sm_major"),
-        sm_minor=_int(row, "sm_minor"),
-        instruction_size=_int(row, "instruction_size"),
-        status=_int(row, "status"),
+        dev_id=_get(row, "dev_id"),
+        name=_string(row, "dev_name", lookup, "devName"),
+        type=_string(row, "dev_type", lookup, "devType"),
+        sm_type=_string(row, "sm_type", lookup, "smType"),
+        pci_bus_id=_get(row, "pci_bus_id"),
+        pci_dev_id=_get(row, "pci_dev_id"),
+        num_sms=_get(row, "num_sms"),
+        num_warps_per_sm=_get(row, "num_warps_per_sm"),
+        num_lanes_per_warp=_get(row, "num_lanes_per_warp"),
+        num_regs_per_lane=_get(row, "num_regs_per_lane"),
+        num_predicates_per_lane=_get(row, "num_predicates_per_lane"),
+        sm_major=_get(row, "sm_major"),
+        sm_minor=_get(row, "sm_minor"),
+        instruction_size=_get(row, "instruction_size"),
+        status=_get(row, "status"),
         num_uniform_regs_per_warp=_get(row, "num_uniform_regs_per_warp"),
         num_uniform_predicates_per_warp=_get(row, "num_uniform_predicates_per_warp"),
         num_convergence_barriers_per_warp=_get(row, "num_convergence_barriers_per_warp"),
@@ -72,47 +83,50 @@ def make_device(row: Row, ref: RowRef, lookup: StringLookup) -> Device:
     )
 
 
-def make_context(row: Row, ref: RowRef) -> Context:
+def make_context(record: Record, ref: RowRef, device_index: int) -> Context:
+    row = _fields(record)
     return Context(
-        context_id=_int(row, "context_id"),
-        shared_window_base=_int(row, "shared_window_base"),
-        local_window_base=_int(row, "local_window_base"),
-        global_window_base=_int(row, "global_window_base"),
-        device_index=_int(row, "device_index"),
-        host_tid=_int(row, "host_tid"),
+        context_id=_get(row, "context_id"),
+        shared_window_base=_get(row, "shared_window_base"),
+        local_window_base=_get(row, "local_window_base"),
+        global_window_base=_get(row, "global_window_base"),
+        device_index=device_index,
+        host_tid=_get(row, "host_tid"),
         ref=ref,
     )
 
 
-def make_grid(row: Row, device_index: int, ref: RowRef) -> Grid:
+def make_grid(record: Record, device_index: int, ref: RowRef) -> Grid:
+    row = _fields(record)
     return Grid(
-        grid_id=_int(row, "grid_id"),
-        context_id=_int(row, "context_id"),
+        grid_id=_get(row, "grid_id"),
+        context_id=_get(row, "context_id"),
         device_index=device_index,
-        function=_int(row, "function"),
-        function_entry=_int(row, "function_entry"),
-        module_handle=_int(row, "module_handle"),
-        parent_grid_id=_int(row, "parent_grid_id"),
-        params_offset=_int(row, "params_offset"),
-        kernel_type=_int(row, "kernel_type"),
-        origin=_int(row, "origin"),
-        grid_status=_int(row, "grid_status"),
-        num_regs=_int(row, "num_regs"),
-        grid_dim=_need_dim3(row, "grid_dim"),
-        block_dim=_need_dim3(row, "block_dim"),
-        attr_launch_blocking=_int(row, "attr_launch_blocking"),
-        attr_host_tid=_int(row, "attr_host_tid"),
+        function=_get(row, "function"),
+        function_entry=_get(row, "function_entry"),
+        module_handle=_get(row, "module_handle"),
+        parent_grid_id=_get(row, "parent_grid_id"),
+        params_offset=_get(row, "params_offset"),
+        kernel_type=_get(row, "kernel_type"),
+        origin=_get(row, "origin"),
+        grid_status=_get(row, "grid_status"),
+        num_regs=_get(row, "num_regs"),
+        grid_dim=_dim3(row, "grid_dim"),
+        block_dim=_dim3(row, "block_dim"),
+        attr_launch_blocking=_get(row, "attr_launch_blocking"),
+        attr_host_tid=_get(row, "attr_host_tid"),
         cluster_dim=_dim3(row, "cluster_dim"),
         preferred_cluster_dim=_dim3(row, "preferred_cluster_dim"),
         ref=ref,
     )
 
 
-def make_sm(row: Row, device_index: int, ref: RowRef, lookup: StringLookup) -> SM:
+def make_sm(record: Record, device_index: int, ref: RowRef, lookup: StringLookup) -> SM:
+    row = _fields(record)
     error_pc = _get(row, "error_pc") if _get(row, "error_pc_valid") else None
     target = _dim3(row, "cluster_target") if _get(row, "cluster_target_valid") else None
     return SM(
-        sm_id=_int(row, "sm_id"),
+        sm_id=_get(row, "sm_id"),
         device_index=device_index,
         exception=_get(row, "exception"),
         error_pc=error_pc,
@@ -122,10 +136,11 @@ def make_sm(row: Row, device_index: int, ref: RowRef, lookup: StringLookup) -> S
     )
 
 
-def make_cta(row: Row, sm: SM, ref: RowRef) -> CTA:
+def make_cta(record: Record, sm: SM, ref: RowRef) -> CTA:
+    row = _fields(record)
     return CTA(
-        grid_id=_int(row, "grid_id"),
-        block_idx=_need_dim3(row, "block_idx"),
+        grid_id=_get(row, "grid_id"),
+        block_idx=_dim3(row, "block_idx"),
         device_index=sm.device_index,
         sm_id=sm.sm_id,
         cluster_idx=_dim3(row, "cluster_idx"),
@@ -134,17 +149,19 @@ def make_cta(row: Row, sm: SM, ref: RowRef) -> CTA:
     )
 
 
-def make_warp(row: Row, cta: CTA, ref: RowRef, lookup: StringLookup) -> Warp:
+def make_warp(record: Record, cta: CTA, ref: RowRef, lookup: StringLookup) -> Warp:
+    row = _fields(record)
+    broken = _get(row, "is_warp_broken")
     return Warp(
-        warp_id=_int(row, "warp_id"),
+        warp_id=_get(row, "warp_id"),
         device_index=cta.device_index,
         sm_id=cta.sm_id,
         grid_id=cta.grid_id,
         block_idx=cta.block_idx,
-        error_pc=_int(row, "error_pc") if _int(row, "error_pc_valid") else None,
-        valid_lanes_mask=_int(row, "valid_lanes_mask"),
-        active_lanes_mask=_int(row, "active_lanes_mask"),
-        is_broken=bool(_int(row, "is_warp_broken")),
+        error_pc=_get(row, "error_pc") if _get(row, "error_pc_valid") else None,
+        valid_lanes_mask=_get(row, "valid_lanes_mask"),
+        active_lanes_mask=_get(row, "active_lanes_mask"),
+        is_broken=None if broken is None else bool(broken),
         num_regs=_get(row, "num_regs"),
         shared_mem_size=_get(row, "shared_mem_size"),
         in_syscall_lanes_mask=_get(row, "in_syscall_lanes_mask"),
@@ -157,36 +174,40 @@ def make_warp(row: Row, cta: CTA, ref: RowRef, lookup: StringLookup) -> Warp:
     )
 
 
-def make_lane(row: Row, warp: Warp, ref: RowRef) -> Lane:
+def make_lane(record: Record, warp: Warp, ref: RowRef) -> Lane:
+    row = _fields(record)
     rpc_lo, rpc_hi = _get(row, "rpc_lo"), _get(row, "rpc_hi")
     return Lane(
-        lane=_int(row, "ln"),
+        lane=_get(row, "ln"),
         device_index=warp.device_index,
         sm_id=warp.sm_id,
         grid_id=warp.grid_id,
         block_idx=warp.block_idx,
         warp_id=warp.warp_id,
-        thread_idx=_need_dim3(row, "thread_idx"),
-        virtual_pc=_int(row, "virtual_pc"),
-        function_offset=_int(row, "phys_pc"),
-        exception=_int(row, "exception"),
-        call_depth=_int(row, "call_depth"),
-        syscall_call_depth=_int(row, "syscall_call_depth"),
-        cc_register=_int(row, "cc_register"),
+        thread_idx=_dim3(row, "thread_idx"),
+        virtual_pc=_get(row, "virtual_pc"),
+        function_offset=_get(row, "phys_pc"),
+        exception=_get(row, "exception"),
+        call_depth=_get(row, "call_depth"),
+        syscall_call_depth=_get(row, "syscall_call_depth"),
+        cc_register=_get(row, "cc_register"),
         cbu_thread_state=_get(row, "cbu_thread_state"),
         return_pc=None if rpc_lo is None or rpc_hi is None else (rpc_hi << 32) | rpc_lo,
         ref=ref,
     )
 
 
-def make_metadata(row: Row, lookup: StringLookup) -> Metadata:
+def make_metadata(record: Record, lookup: StringLookup) -> Metadata:
+    row = _fields(record)
+    major, minor = _get(row, "driver_version_major"), _get(row, "driver_version_minor")
+    cuda_major = _get(row, "cuda_driver_version_major")
+    cuda_minor = _get(row, "cuda_driver_version_minor")
     return Metadata(
-        generator_name=lookup(_int(row, "generator_name"), "generatorName"),
-        driver_version=(_int(row, "driver_version_major"), _int(row, "driver_version_minor")),
+        generator_name=_string(row, "generator_name", lookup, "generatorName"),
+        driver_version=None if major is None or minor is None else (major, minor),
         cuda_driver_version=(
-            _int(row, "cuda_driver_version_major"),
-            _int(row, "cuda_driver_version_minor"),
+            None if cuda_major is None or cuda_minor is None else (cuda_major, cuda_minor)
         ),
-        flags=_int(row, "flags"),
-        timestamp=_int(row, "timestamp"),
+        flags=_get(row, "flags"),
+        timestamp=_get(row, "timestamp"),
     )

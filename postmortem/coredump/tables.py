@@ -5,10 +5,18 @@ row is decoded by keeping exactly the fields that fit inside the stride: the oth
 absent (None), never guessed. The offsets and sizes follow coredump-format.md, field by
 field; the generation that introduced a field is recorded so a report can say which
 driver layout a dump was written with.
+
+Each kind also has a most-rows bound (`max_rows`), per parent row: a lane table holds one
+warp's lanes (32), a warp table one block's warps (at most 32), a CTA table the blocks
+resident on one SM (32 on Hopper and Blackwell), an SM table one GPU's SMs (148 on B200),
+a grid table the launches alive on a device, a module table the modules of a context
+(thousands in a Triton-heavy process). The bounds leave room above what hardware holds, and
+keep a table that claims gigabytes of a sparse hole from costing more than that.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -119,20 +127,26 @@ class Layout:
     """Every field of the newest known layout, in offset order."""
     sizes: tuple[tuple[int, str], ...]
     """Known row sizes and the generation that writes each, oldest first."""
+    max_rows: int
+    """The most rows one table of this kind can mean (per parent row): more is corruption,
+    and only this many are read, so work stays bounded whatever `sh_size` claims."""
 
     @property
     def min_size(self) -> int:
         return self.sizes[0][0]
 
     def generation(self, entsize: int) -> str:
-        """The driver generation that writes rows of `entsize` bytes."""
-        label = self.sizes[0][1]
-        for size, generation in self.sizes:
-            if entsize >= size:
-                label = generation
-        if entsize > self.sizes[-1][0]:
+        """What rows of `entsize` bytes are, named by what they hold: the generation that
+        writes that size ("r575"), "newer than r615", "r346 + 8 bytes" between two known
+        sizes, or "short rows (8 of 104 bytes)" below the first release's size."""
+        if entsize < self.min_size:
+            return f"short rows ({entsize} of {self.min_size} bytes)"
+        size, label = max(s for s in self.sizes if s[0] <= entsize)
+        if entsize == size:
+            return label
+        if size == self.sizes[-1][0]:
             return f"newer than {label}"
-        return label
+        return f"{label} + {entsize - size} bytes"
 
     def present(self, entsize: int) -> tuple[Field, ...]:
         """The fields that fit inside a row of `entsize` bytes."""
@@ -161,20 +175,25 @@ def _dtype(layout: Layout, entsize: int) -> np.dtype[Any]:
 
 
 def generation_rank(generation: str) -> float:
-    """Order of a generation label ("r346" < "r575" < "newer than r615")."""
-    number = float(generation.rsplit("r", 1)[-1])
-    return number + 0.5 if generation.startswith("newer") else number
+    """Order of a generation label ("short rows …" < "r346" < "r346 + 8 bytes" < "r575" <
+    "newer than r615")."""
+    numbers = re.findall(r"r(\d+)", generation)
+    if not numbers:
+        return 0.0
+    number = float(numbers[0])
+    return number + 0.5 if generation.startswith("newer") or "+" in generation else number
 
 
 def _layout(
-    table: str, sizes: tuple[tuple[int, str], ...], *spec: tuple[str, int, str, str]
+    table: str, sizes: tuple[tuple[int, str], ...], max_rows: int, *spec: tuple[str, int, str, str]
 ) -> Layout:
-    return Layout(table, tuple(Field(*s) for s in spec), sizes)
+    return Layout(table, tuple(Field(*s) for s in spec), sizes, max_rows)
 
 
 DEVICE = _layout(
     "device table",
     ((72, "r346"), (80, "r400"), (88, "r575")),
+    256,
     ("dev_name", 0, "u8", "r346"),
     ("dev_type", 8, "u8", "r346"),
     ("sm_type", 16, "u8", "r346"),
@@ -198,6 +217,7 @@ DEVICE = _layout(
 CONTEXT = _layout(
     "context table",
     ((40, "r346"),),
+    1024,
     ("context_id", 0, "u8", "r346"),
     ("shared_window_base", 8, "u8", "r346"),
     ("local_window_base", 16, "u8", "r346"),
@@ -206,11 +226,12 @@ CONTEXT = _layout(
     ("host_tid", 36, "u4", "r346"),
 )
 
-MODULE = _layout("module table", ((8, "r346"),), ("module_handle", 0, "u8", "r346"))
+MODULE = _layout("module table", ((8, "r346"),), 1 << 16, ("module_handle", 0, "u8", "r346"))
 
 GRID = _layout(
     "grid table",
     ((104, "r346"), (120, "r525"), (136, "r565")),
+    4096,
     ("grid_id", 0, "u8", "r346"),
     ("context_id", 8, "u8", "r346"),
     ("function", 16, "u8", "r346"),
@@ -241,6 +262,7 @@ GRID = _layout(
 CONSTBANK = _layout(
     "constbank table",
     ((16, "r550"),),
+    256,
     ("addr", 0, "u8", "r550"),
     ("size", 8, "u4", "r550"),
     ("bank_id", 12, "u4", "r550"),
@@ -249,6 +271,7 @@ CONSTBANK = _layout(
 SM = _layout(
     "SM table",
     ((8, "r346"), (24, "r555"), (40, "r565"), (48, "r580")),
+    1024,
     ("sm_id", 0, "u4", "r346"),
     ("exception", 8, "u4", "r555"),
     ("error_pc_valid", 12, "u4", "r555"),
@@ -263,6 +286,7 @@ SM = _layout(
 CTA = _layout(
     "CTA table",
     ((24, "r346"), (40, "r525"), (56, "r565")),
+    64,
     ("grid_id", 0, "u8", "r346"),
     ("block_idx_x", 8, "u4", "r346"),
     ("block_idx_y", 12, "u4", "r346"),
@@ -278,6 +302,7 @@ CTA = _layout(
 WARP = _layout(
     "warp table",
     ((32, "r346"), (40, "r525"), (48, "r570"), (64, "r575"), (80, "r590")),
+    64,
     ("error_pc", 0, "u8", "r346"),
     ("warp_id", 8, "u4", "r346"),
     ("valid_lanes_mask", 12, "u4", "r346"),
@@ -297,6 +322,7 @@ WARP = _layout(
 LANE = _layout(
     "lane table",
     ((48, "r346"), (56, "r575"), (64, "r615")),
+    64,
     ("virtual_pc", 0, "u8", "r346"),
     ("phys_pc", 8, "u8", "r346"),
     ("ln", 16, "u4", "r346"),
@@ -315,6 +341,7 @@ LANE = _layout(
 BACKTRACE = _layout(
     "backtrace",
     ((24, "r346"),),
+    4096,
     ("return_address", 0, "u8", "r346"),
     ("virtual_return_address", 8, "u8", "r346"),
     ("level", 16, "u4", "r346"),
@@ -323,6 +350,7 @@ BACKTRACE = _layout(
 METADATA = _layout(
     "metadata",
     ((32, "r565"),),
+    16,
     ("generator_name", 0, "u8", "r565"),
     ("driver_version_major", 8, "u4", "r565"),
     ("driver_version_minor", 12, "u4", "r565"),

@@ -191,7 +191,9 @@ def parse_sass(text: str) -> SassListing:
         The first function's instructions with their inline chains and labels.
     """
     state = _State()
-    for line in text.splitlines():
+    # Lines end at "\n" only: nvdisasm copies line-table file names as they are, and a
+    # name holding "\r" or another separator str.splitlines() knows must not end a line.
+    for line in text.split("\n"):
         if line.strip():
             _read_line(state, line)
     ordered = sorted(state.instructions, key=_offset_of)

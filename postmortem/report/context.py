@@ -15,14 +15,23 @@ from typing import Any
 
 from postmortem import __version__
 from postmortem.analysis.analyze import Analysis
+from postmortem.analysis.diagnose import Diagnosis
 from postmortem.analysis.fault import FaultSite
 from postmortem.analysis.hang import HangAnalysis
 from postmortem.analysis.state import KernelState
+from postmortem.cubin.nvdisasm import Disassembly
 from postmortem.demangle import demangle, without_parameters
 from postmortem.gdb.crosscheck import CrossCheck
-from postmortem.model import Fault
+from postmortem.model import Fault, FaultSource
 from postmortem.report.forensics import builds_json, census_json, forensics_json
-from postmortem.report.values import Json, dim_or_none, exception_json, hex_or_none, kernel_json
+from postmortem.report.values import (
+    Json,
+    dim_or_none,
+    exception_json,
+    hex_or_none,
+    kernel_json,
+    version_or_none,
+)
 from postmortem.summary import DumpSummary
 
 SCHEMA = "postmortem.report/1"
@@ -108,6 +117,8 @@ def _dump(path: Path, summary: DumpSummary) -> Json:
         "path": str(path),
         "file_size": summary.file_size,
         "compressed": summary.compressed,
+        "codec": summary.codec,
+        "findings": [_diagnosis(d) for d in summary.findings],
         "elf_abi_version": summary.abi_version,
         "layout_generation": summary.layout_generation,
         "sections": summary.section_count,
@@ -135,7 +146,10 @@ def _verdict(analysis: Analysis, sites: Sequence[Json]) -> Json:
         }
     first = sites[0]
     kernel = first["function"]["demangled"] if first["function"] else "an unknown function"
-    exception = first["exception"]["name"] if first["exception"] else "an unnamed exception"
+    exception = (
+        first["exception"]["name"] if first["exception"]
+        else "stopped at a trap" if first["trap"] else "an unnamed exception"
+    )  # fmt: skip
     where = ""
     if first["location"]:
         where = f" at {first['location']}"
@@ -167,6 +181,7 @@ def _site(site: FaultSite) -> Json:
         location = f"{without_parameters(function.demangled)}+0x{site.offset:x}"
     return {
         "exception": exception_json(site.exception),
+        "trap": all(f.source is FaultSource.TRAP for f in site.faults),
         "error_pc": site.error_pc,
         "error_pc_hex": hex_or_none(site.error_pc),
         "module_handle": hex_or_none(site.module_handle),
@@ -202,11 +217,12 @@ def _site(site: FaultSite) -> Json:
             for depth, q in enumerate(site.quoted)
         ],
         "forensics": forensics_json(site.forensics),
-        "diagnoses": [
-            {"code": d.code, "severity": d.severity.value, "message": d.message, "remedy": d.remedy}
-            for d in site.diagnoses
-        ],
+        "diagnoses": [_diagnosis(d) for d in site.diagnoses],
     }
+
+
+def _diagnosis(d: Diagnosis) -> Json:
+    return {"code": d.code, "severity": d.severity.value, "message": d.message, "remedy": d.remedy}
 
 
 def _instruction(site: FaultSite) -> Json | None:
@@ -242,13 +258,13 @@ def _launch(launch: Any, sites: Sequence[FaultSite]) -> Json:
         "grid_id": grid.grid_id,
         "device": grid.device_index,
         "kernel": kernel_json(launch.kernel),
-        "grid_dim": list(grid.grid_dim),
-        "block_dim": list(grid.block_dim),
+        "grid_dim": dim_or_none(grid.grid_dim),
+        "block_dim": dim_or_none(grid.block_dim),
         "cluster_dim": dim_or_none(grid.cluster_dim),
         "registers_per_thread": grid.num_regs,
         "context_id": hex_or_none(grid.context_id),
         "module_handle": hex_or_none(grid.module_handle),
-        "origin": "GPU" if grid.origin == 1 else "CPU",
+        "origin": {0: "CPU", 1: "GPU"}.get(grid.origin) if grid.origin is not None else None,
         "faulted": faulted,
     }
 
@@ -262,7 +278,9 @@ def _device(device: Any) -> Json:
         "sms": device.num_sms,
         "warps_per_sm": device.num_warps_per_sm,
         "lanes_per_warp": device.num_lanes_per_warp,
-        "pci": f"{device.pci_bus_id:02x}:{device.pci_dev_id:02x}",
+        "pci": None
+        if device.pci_bus_id is None or device.pci_dev_id is None
+        else f"{device.pci_bus_id:02x}:{device.pci_dev_id:02x}",
     }
 
 
@@ -304,13 +322,13 @@ def _metadata(summary: DumpSummary) -> Json | None:
         return None
     return {
         "generator": meta.generator_name,
-        "driver_version": "{}.{}".format(*meta.driver_version),
-        "cuda_version": "{}.{}".format(*meta.cuda_driver_version),
-        "flags": list(meta.flag_names),
+        "driver_version": version_or_none(meta.driver_version),
+        "cuda_version": version_or_none(meta.cuda_driver_version),
+        "flags": None if meta.flags is None else list(meta.flag_names),
         "timestamp": meta.timestamp,
-        "written_utc": datetime.fromtimestamp(meta.timestamp, timezone.utc).strftime(
-            "%Y-%m-%dT%H:%M:%SZ"
-        ),
+        "written_utc": None
+        if meta.timestamp is None
+        else datetime.fromtimestamp(meta.timestamp, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
     }
 
 
@@ -343,8 +361,17 @@ def _frame_text(frame: Any) -> str:
     return text
 
 
+def _disassembly(analysis: Analysis) -> Disassembly | None:
+    """The first listing the report shows (a fault site's, else a stuck kernel's): its tool
+    version and which copy of the image nvdisasm read go in the provenance."""
+    found = next((s.disassembly for s in analysis.sites if s.disassembly), None)
+    if found is None and analysis.hang is not None and analysis.hang.disassemblies:
+        found = analysis.hang.disassemblies[0]
+    return found
+
+
 def _provenance(analysis: Analysis) -> list[Json]:
-    disassembly = next((s.disassembly for s in analysis.sites if s.disassembly), None)
+    disassembly = _disassembly(analysis)
     disasm_note = None if disassembly else _missing(analysis.sites)
     check = analysis.crosscheck
     return [
@@ -355,6 +382,7 @@ def _provenance(analysis: Analysis) -> list[Json]:
             "modules, metadata, GPU state",
             "status": "used",
             "note": None,
+            "image": None,
         },
         {
             "source": "nvdisasm",
@@ -362,6 +390,7 @@ def _provenance(analysis: Analysis) -> list[Json]:
             "facts": "SASS instructions, inline chains (-gi)",
             "status": "used" if disassembly else "unavailable",
             "note": disasm_note,
+            "image": disassembly.image if disassembly else None,
         },
         {
             "source": "cuda-gdb",
@@ -371,6 +400,7 @@ def _provenance(analysis: Analysis) -> list[Json]:
             "note": analysis.gdb_note if check is None else (
                 None if check.opened else "; ".join(check.notes) or "could not read the dump"
             ),
+            "image": None,
         },
     ]  # fmt: skip
 

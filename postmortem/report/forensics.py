@@ -10,7 +10,7 @@ from postmortem.analysis.arguments import KernelArgument, KernelArguments
 from postmortem.analysis.census import CensusRow, CoordinateRange
 from postmortem.analysis.forensics import Forensics
 from postmortem.analysis.provenance import BuildInfo
-from postmortem.report.values import Json, exception_json, hex_or_none, kernel_json
+from postmortem.report.values import Json, dim_or_none, exception_json, hex_or_none, kernel_json
 
 
 def forensics_json(forensics: Forensics | None) -> Json | None:
@@ -36,8 +36,8 @@ def forensics_json(forensics: Forensics | None) -> Json | None:
                 "sm": a.sm_id,
                 "warp": a.warp_id,
                 "lane": a.lane,
-                "block": list(a.block_idx),
-                "thread": list(a.thread_idx),
+                "block": dim_or_none(a.block_idx),
+                "thread": dim_or_none(a.thread_idx),
                 "address": a.address,
                 "address_hex": hex_or_none(a.address),
                 "missing": list(a.missing),
@@ -152,7 +152,7 @@ def builds_json(builds: Sequence[BuildInfo]) -> list[Json]:
         toolkit = build.toolkit
         found.append(
             {
-                "module_handle": f"0x{build.module_handle:x}",
+                "module_handle": hex_or_none(build.module_handle),
                 "kernels": [kernel_json(k) for k in build.kernels],
                 "elf_abi_version": build.abi_version,
                 "sm_arch": f"sm_{build.sm_arch}",

@@ -9,23 +9,30 @@ from enum import Enum
 from typing import Any
 
 from postmortem.model import Fault, describe_exception
+from postmortem.report.textsafe import escape_controls
+from postmortem.report.values import dim3_text, version_or_none
 from postmortem.summary import DumpSummary, kernel_label
 
 _MAX_FAULT_GROUPS = 20
 
 
 def render_info_text(summary: DumpSummary) -> str:
-    """The summary as plain text, verdict (faults) first."""
+    """The summary as plain text, verdict (faults) first.
+
+    Each line is built whole and then has its control characters escaped, so a name from
+    the dump (kernel, device, driver message, path) stays inside its line, visible.
+    """
     lines = [f"{summary.path}: CUDA coredump, {_size(summary.file_size)}" + (
-        " (gzip-compressed)" if summary.compressed else ""
+        f" ({summary.codec}-compressed)" if summary.codec else ""
     )]  # fmt: skip
     lines += _fault_lines(summary)
+    lines += [f"{note.severity.value}: {note.message}" for note in summary.findings]
     lines.append("")
     lines += _device_lines(summary)
     lines += _launch_lines(summary)
     lines += _module_lines(summary)
     lines += _format_lines(summary)
-    return "\n".join(lines) + "\n"
+    return "\n".join(escape_controls(line) for line in lines) + "\n"
 
 
 def _size(size: int) -> str:
@@ -50,10 +57,13 @@ def _fault_lines(summary: DumpSummary) -> list[str]:
     parts = [f"{_count(lanes, 'lane')} in {_count(warps, 'warp')}"] if lanes else []
     if others:
         parts.append(f"{_count(others, 'warp or SM record')} with no faulting lane")
-    lines = [f"faults at {_count(len(groups), 'PC')}: " + "; ".join(parts)]
+    pcs = len({(f.device_index, f.error_pc) for f in summary.faults})
+    codes = len({f.exception for f in summary.faults})
+    kinds = f", {_count(codes, 'exception code')}" if codes > 1 else ""
+    lines = [f"faults at {_count(pcs, 'PC')}{kinds}: " + "; ".join(parts)]
     for (code, pc), faults in list(groups.items())[:_MAX_FAULT_GROUPS]:
         first = faults[0]
-        name = first.exception_name if code is not None else "exception not named"
+        name = first.exception_name
         number = "" if code is None else f" ({code})"
         where = "pc unknown" if pc is None else f"pc 0x{pc:x}"
         location = first.location
@@ -70,12 +80,21 @@ def _fault_lines(summary: DumpSummary) -> list[str]:
     return lines
 
 
+def _hex(value: int | None, spec: str = "x", prefix: str = "0x") -> str:
+    return "?" if value is None else f"{prefix}{value:{spec}}"
+
+
+def _known(value: object) -> str:
+    # A fact past the end of a short row is unknown, never "None".
+    return "?" if value is None else str(value)
+
+
 def _count(n: int, noun: str) -> str:
     return f"{n} {noun}" + ("" if n == 1 else "s")
 
 
 def _coords(fault: Fault) -> str:
-    parts = [f"device {fault.device_index}", f"sm {fault.sm_id}"]
+    parts = [f"device {fault.device_index}", f"sm {_known(fault.sm_id)}"]
     if fault.block_idx is not None:
         parts.insert(0, "block ({},{},{})".format(*fault.block_idx))
     if fault.thread_idx is not None:
@@ -92,9 +111,10 @@ def _coords(fault: Fault) -> str:
 def _device_lines(summary: DumpSummary) -> list[str]:
     lines = [f"devices: {len(summary.devices)}"]
     lines += [
-        f"  {d.index}: {d.name} ({d.type}, {d.sm_type}), {d.num_sms} SMs x "
-        f"{d.num_warps_per_sm} warps x {d.num_lanes_per_warp} lanes, "
-        f"pci {d.pci_bus_id:02x}:{d.pci_dev_id:02x}"
+        f"  {d.index}: {_known(d.name)} ({_known(d.type)}, {_known(d.sm_type)}), "
+        f"{_known(d.num_sms)} SMs x {_known(d.num_warps_per_sm)} warps x "
+        f"{_known(d.num_lanes_per_warp)} lanes, "
+        f"pci {_hex(d.pci_bus_id, '02x', '')}:{_hex(d.pci_dev_id, '02x', '')}"
         for d in summary.devices
     ]
     c = summary.census
@@ -106,13 +126,13 @@ def _launch_lines(summary: DumpSummary) -> list[str]:
     lines = [f"grids: {len(summary.launches)}"]
     for launch in summary.launches:
         g = launch.grid
-        dims = "<<<({},{},{}),({},{},{})>>>".format(*g.grid_dim, *g.block_dim)
+        dims = f"<<<{dim3_text(g.grid_dim)},{dim3_text(g.block_dim)}>>>"
         cluster = "" if not g.cluster_dim or g.cluster_dim == (0, 0, 0) else (
             " cluster ({},{},{})".format(*g.cluster_dim)
         )  # fmt: skip
         lines.append(
-            f"  grid {g.grid_id} on device {g.device_index}: {kernel_label(launch.kernel)}{dims}"
-            f"{cluster}, {g.num_regs} registers"
+            f"  grid {_known(g.grid_id)} on device {g.device_index}: "
+            f"{kernel_label(launch.kernel)}{dims}{cluster}, {_known(g.num_regs)} registers"
         )
     return lines
 
@@ -123,10 +143,13 @@ def _module_lines(summary: DumpSummary) -> list[str]:
         image = m.module.relocated_image
         size = _size(image.size_bytes) if image else "no image"
         names = ", ".join(kernel_label(f) for f in m.functions) or "no functions"
-        lines.append(
-            f"  0x{m.module.module_handle:x} (context 0x{m.module.context_id:x}, "
-            f"ELF ABI v{m.abi_version}, {size}): {names}"
+        module = m.module
+        where = (
+            "root-level image (no module row, so device, context and handle unknown; "
+            if module.module_handle is None
+            else f"0x{module.module_handle:x} (context {_hex(module.context_id)}, "
         )
+        lines.append(f"  {where}ELF ABI v{m.abi_version}, {size}): {names}")
     return lines
 
 
@@ -139,11 +162,13 @@ def _format_lines(summary: DumpSummary) -> list[str]:
     meta = summary.metadata
     if meta is not None:
         flags = ", ".join(meta.flag_names) or "none"
-        driver, cuda = meta.driver_version, meta.cuda_driver_version
+        driver = version_or_none(meta.driver_version) or "?"
+        cuda = version_or_none(meta.cuda_driver_version) or "?"
+        flags = "?" if meta.flags is None else flags
         lines.append(
-            f"  written by {meta.generator_name}, driver {driver[0]}.{driver[1]}"
-            f" (CUDA {cuda[0]}.{cuda[1]}), "
-            f"flags: {flags}, at {meta.timestamp} (Unix time)"
+            f"  written by {_known(meta.generator_name)}, driver {driver}"
+            f" (CUDA {cuda}), "
+            f"flags: {flags}, at {_known(meta.timestamp)} (Unix time)"
         )
     present = [f"{name} {n}" for name, n in summary.optional_sections.items() if n]
     absent = [name for name, n in summary.optional_sections.items() if not n]

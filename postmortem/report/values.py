@@ -20,6 +20,16 @@ def dim_or_none(value: Dim3 | None) -> list[int] | None:
     return None if value is None else list(value)
 
 
+def version_or_none(value: tuple[int, int] | None) -> str | None:
+    """A (major, minor) version as ``580.65``, or None."""
+    return None if value is None else f"{value[0]}.{value[1]}"
+
+
+def dim3_text(value: Dim3 | None) -> str:
+    """``(x,y,z)`` for people, ``(?)`` when the dump's rows are too short to say."""
+    return "(?)" if value is None else "({},{},{})".format(*value)
+
+
 def kernel_json(mangled: str | None) -> Json | None:
     """A kernel's mangled, demangled and short (parameters dropped) names."""
     if mangled is None:

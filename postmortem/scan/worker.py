@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from postmortem.analysis.analyze import Analysis, AnalyzeOptions, analyze_dump
-from postmortem.analysis.diagnose import Diagnosis
+from postmortem.analysis.diagnose import NVDISASM_FAILED, NVDISASM_MISSING, Diagnosis
 from postmortem.analysis.signature import (
     SignatureRules,
     compute_signature,
@@ -25,6 +25,7 @@ from postmortem.demangle import demangle
 from postmortem.errors import PostmortemError
 from postmortem.report.context import build_report
 from postmortem.report.render import render_report
+from postmortem.report.values import version_or_none
 from postmortem.scan.names import DEFAULT_PATTERNS, NameFacts, parse_name
 from postmortem.scan.row import STATUS_ERROR, DumpRow, error_row
 
@@ -96,24 +97,41 @@ def _row(
     meta = summary.metadata
     facts = signature_input(analysis)
     signature = compute_signature(facts, options.rules, options.analyze.localize.path_maps)
+    trouble = next(
+        (t for site in analysis.sites if (t := _tool_trouble(site.diagnoses)) is not None), None
+    )
+    if trouble is not None and not signature.quality.line_info and facts.has_line_info is not False:
+        # The chain is missing because of nvdisasm, not the build: say which way it failed.
+        signature = replace(signature, quality=replace(signature.quality, advice=trouble))
     when, source = float(info.st_mtime), "mtime"
-    if meta is not None and meta.timestamp > 0:
+    if meta is not None and meta.timestamp:
         when, source = float(meta.timestamp), "metadata"
     elif names.time is not None:
         when, source = float(names.time), "name"
-    driver = f"{meta.driver_version[0]}.{meta.driver_version[1]}" if meta else None
+    driver = version_or_none(meta.driver_version) if meta else None
     return DumpRow(
         path=str(path), size_bytes=info.st_size, mtime=info.st_mtime, status="ok", error=None,
         time=when, time_source=source, host=names.host, pid=names.pid, driver_version=driver,
-        devices=tuple(d.name for d in summary.devices), exception=facts.exception,
+        devices=tuple(d.name or "?" for d in summary.devices), exception=facts.exception,
         kernel=demangle(facts.kernel) if facts.kernel else None,
         fault_sites=len(analysis.sites), signature=signature,
-        degraded=any(_tool_trouble(site.diagnoses) for site in analysis.sites),
+        degraded=trouble is not None,
     )  # fmt: skip
 
 
-def _tool_trouble(diagnoses: Sequence[Diagnosis]) -> bool:
-    return any(d.code in ("nvdisasm-missing", "nvdisasm-failed") for d in diagnoses)
+def _tool_trouble(diagnoses: Sequence[Diagnosis]) -> str | None:
+    """Why nvdisasm gave no listing, in a phrase, or None when it did not fail.
+
+    "nvdisasm not found" and "nvdisasm refused the image: <its message>" (or "nvdisasm
+    failed: …" for a timeout) are different troubles: only the first is cured by
+    installing it.
+    """
+    for diagnosis in diagnoses:
+        if diagnosis.code == NVDISASM_MISSING:
+            return "nvdisasm not found" + (f" ({diagnosis.remedy})" if diagnosis.remedy else "")
+        if diagnosis.code == NVDISASM_FAILED:
+            return diagnosis.message
+    return None
 
 
 def with_names(row: DumpRow, names: NameFacts) -> DumpRow:

@@ -310,3 +310,18 @@ def test_parse_never_raises_on_mixed_lines(lines):
 @given(st.text())
 def test_parse_never_raises_on_any_text(text):
     parse_sass(text)
+
+
+def test_a_file_name_holding_line_separators_stays_in_its_frame():
+    # GIVEN a real listing whose line table names a file with CR, VT and U+2028 in it
+    odd = "in\rclude/st\x0bore\u2028.cuh"
+    _, text = load_transcript(NVDISASM / "13.5/oob_store.sm_90.v8.txt")
+    text = text.replace("include/store.cuh", odd)
+    # WHEN it is parsed THEN the frames are those of the clean listing, renamed
+    listing = parse_sass(text)
+    assert listing.at(0x80).inline_chain == (
+        SourceFrame(odd, 10),
+        SourceFrame(odd, 16),
+        SourceFrame("oob_store.cu", 19),
+        SourceFrame("oob_store.cu", 26),
+    )

@@ -1,0 +1,56 @@
+"""What reading the dump cost: the damage the reader worked around, as diagnoses.
+
+A truncated, overlapping or badly linked section is set aside when the dump is opened
+(`coredump/survey.py`), an image that is not a readable cubin when the code is mapped
+(`CodeMap.unreadable`), a name whose string offset is bad when it is read. None of these
+stops a report; each becomes one line saying what was lost.
+"""
+
+from __future__ import annotations
+
+from postmortem.analysis.diagnose import Diagnosis, Severity
+from postmortem.coredump.faults import CodeMap
+from postmortem.coredump.reader import Coredump
+from postmortem.coredump.survey import DamageKind
+
+_CODES = {
+    DamageKind.ROOT_IMAGE: ("root-level-image", Severity.INFO),
+    DamageKind.TOO_MANY_ROWS: ("too-many-rows", Severity.WARNING),
+}
+_REMEDY = (
+    "the rest of the dump is reported; if the dump was cut short (disk full, the process "
+    "killed while writing), write it again"
+)
+
+
+def dump_findings(core: Coredump, code_map: CodeMap) -> tuple[Diagnosis, ...]:
+    """Every salvage the reader made on this dump, most serious first."""
+    found = []
+    for damage in core.damage:
+        code, severity = _CODES.get(damage.kind, ("partial-dump", Severity.WARNING))
+        remedy = None if damage.kind is DamageKind.ROOT_IMAGE else _REMEDY
+        found.append(Diagnosis(code, severity, damage.message, remedy))
+    code_map.modules()  # the images are read once, here or earlier
+    for module, reason in code_map.unreadable:
+        handle = "a root-level image" if module.module_handle is None else (
+            f"module 0x{module.module_handle:x}"
+        )  # fmt: skip
+        found.append(
+            Diagnosis(
+                "unreadable-image",
+                Severity.WARNING,
+                f"partial dump: the relocated image of {handle} is not a readable cubin "
+                f"({reason}); the code of that module is unknown",
+                _REMEDY,
+            )
+        )
+    found.extend(
+        Diagnosis(
+            "bad-string",
+            Severity.WARNING,
+            f"partial dump: a name could not be read: {problem}; it is shown as unknown",
+        )
+        for problem in core.string_problems
+    )
+    order = {Severity.ERROR: 0, Severity.WARNING: 1, Severity.INFO: 2}
+    return tuple(sorted(found, key=lambda d: order[d.severity]))
