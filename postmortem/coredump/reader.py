@@ -65,6 +65,12 @@ def _field(values: Any, name: str) -> int | None:
     return int(values[name]) if names is not None and name in names else None
 
 
+def _whole(values: Any, *names: str) -> tuple[int, ...] | None:
+    """The fields `names` of a row, or None when the row is too short to hold them all."""
+    found = tuple(_field(values, name) for name in names)
+    return None if None in found else found  # type: ignore[return-value]
+
+
 def open_coredump(path: str | Path) -> Coredump:
     """Open a CUDA GPU coredump (plain or gzip-compressed) for reading.
 
@@ -253,14 +259,12 @@ class Coredump:
 
     def constbanks(self, grid: Grid) -> tuple[Constbank, ...]:
         """The grid's constant banks (r550+); rows too short to say all three are skipped."""
-        banks = []
-        for section in self.tables.children(grid.ref, t.CB_TABLE):
-            for values in self.tables.rows(section, t.CB_TABLE):
-                bank_id, addr = _field(values, "bank_id"), _field(values, "addr")
-                size = _field(values, "size")
-                if bank_id is not None and addr is not None and size is not None:
-                    banks.append(Constbank(bank_id, addr, size))
-        return tuple(banks)
+        found = (
+            _whole(values, "bank_id", "addr", "size")
+            for section in self.tables.children(grid.ref, t.CB_TABLE)
+            for values in self.tables.rows(section, t.CB_TABLE)
+        )
+        return tuple(Constbank(*fields) for fields in found if fields is not None)
 
     def sms(self, device: Device) -> tuple[SM, ...]:
         """The SMs of a device that the dump holds."""
@@ -330,13 +334,11 @@ class Coredump:
         section = self.tables.only_child(lane.ref, t.BT)
         if section is None:
             return ()
-        frames = []
-        for values in self.tables.rows(section, t.BT):
-            level, offset = _field(values, "level"), _field(values, "return_address")
-            address = _field(values, "virtual_return_address")
-            if level is not None and offset is not None and address is not None:
-                frames.append(BacktraceFrame(level, offset, address))
-        return tuple(frames)
+        found = (
+            _whole(values, "level", "return_address", "virtual_return_address")
+            for values in self.tables.rows(section, t.BT)
+        )
+        return tuple(BacktraceFrame(*fields) for fields in found if fields is not None)
 
     def local_memory(self, lane: Lane) -> bytes | None:
         """The lane's local memory, when captured."""
