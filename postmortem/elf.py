@@ -141,6 +141,23 @@ def section_table_end(head: bytes) -> int | None:
     return int(shoff + max(shnum, 1) * SECTION_HEADER_SIZE)
 
 
+def described_end(buffer: Buffer, size: int) -> int | None:
+    """Where a file ends by its own headers: past its section header table and past the
+    bytes of its last section. None when the ELF header or the section header table
+    cannot be read from the first `size` bytes of `buffer`."""
+    try:
+        header = read_header(buffer, size)
+    except MalformedElf:
+        return None
+    sections = Sections(buffer, header, size)
+    stored = sections.type != SHT_NOBITS
+    # offset + size without overflow: a hostile header may hold anything.
+    room = np.iinfo(np.uint64).max - sections.offset
+    ends = np.where(sections.size > room, room, sections.offset + sections.size)[stored]
+    table_end = header.shoff + header.section_count * SECTION_HEADER_SIZE
+    return max(table_end, int(ends.max()) if len(ends) else 0)
+
+
 def read_header(buffer: Buffer, size: int | None = None) -> ElfHeader:
     """Reads and checks the ELF header and the bounds of the section header table.
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import gzip
 import io
 import lzma
+import mmap
 import os
 import re
 import shutil
@@ -26,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, Literal, cast
 
-from postmortem.elf import core_header_problem, section_table_end
+from postmortem.elf import core_header_problem, described_end, section_table_end
 from postmortem.errors import CompressedDumpError
 
 if sys.version_info >= (3, 14):
@@ -200,9 +201,12 @@ def _copy(
     room_bytes: int,
 ) -> None:
     first = True
+    table_end: int | None = None
+    end: int | None = None
     while chunk := _read_chunk(path, codec, stream, budget):
         if first:
             _check_first_chunk(path, codec, chunk, budget)
+            table_end = section_table_end(chunk)
             first = False
         if budget.decompressed_bytes + len(chunk) > budget.limit_bytes:
             raise _over_budget(path, codec, budget, "it grows past that")
@@ -214,8 +218,23 @@ def _copy(
             out.write(chunk)
             budget.stored_bytes += len(chunk)
         budget.decompressed_bytes += len(chunk)
+        if end is None and table_end is not None and budget.decompressed_bytes >= table_end:
+            end = _dump_end(out, budget.decompressed_bytes)
+        if end is not None and budget.decompressed_bytes >= end:
+            break  # the dump is whole: what follows is no part of it (or a bomb)
     if first:
         _check_first_chunk(path, codec, b"", budget)
+
+
+def _dump_end(out: BinaryIO, size: int) -> int:
+    """Where the dump ends by its own section headers, now that they are decompressed: its
+    last section's end (a header table of zeros, as a bomb behind a real ELF header has,
+    ends it right there); what it is when they cannot be read (the reader says why)."""
+    out.flush()
+    out.truncate(size)  # the holes after the last write count too
+    with mmap.mmap(out.fileno(), size, access=mmap.ACCESS_READ) as mapped:
+        end = described_end(mapped, size)
+    return size if end is None else end
 
 
 def _read_chunk(path: Path, codec: Codec, stream: io.BufferedIOBase, budget: Budget) -> bytes:

@@ -6,6 +6,7 @@ import gzip
 import lzma
 import os
 import shutil
+import struct
 import sys
 import zlib
 from types import SimpleNamespace
@@ -48,6 +49,16 @@ def _streaming_compressor(codec):
     if codec == "zstd":
         return zstd.ZstdCompressor(level=1)
     return lzma.LZMACompressor(preset=0)
+
+
+def _described(size):
+    """A CUDA core's ELF header whose section headers (right after it) describe one section
+    of `size` bytes that follows them: the dump is whole only with all `size` bytes."""
+    header = bytearray(OOB.read_bytes()[:64])
+    struct.pack_into("<Q", header, 0x28, 64)  # e_shoff
+    struct.pack_into("<HH", header, 0x3C, 2, 0)  # e_shnum, e_shstrndx
+    section = struct.pack("<IIQQQQIIQQ", 0, 1, 0, 0, 192, size, 0, 0, 1, 0)
+    return bytes(header) + bytes(64) + section
 
 
 def _bomb(codec, head, zero_mib):
@@ -166,9 +177,7 @@ def test_a_bomb_stops_at_the_budget_and_its_zeros_take_no_disk(workdir, codec):
     tmp_path, temp = workdir
     bomb = tmp_path / f"bomb.{codec}"
     # (xz: stream padding after it hides its index, which would refuse it before starting)
-    bomb.write_bytes(
-        _bomb(codec, OOB.read_bytes()[:64], 64) + (b"\0" * 4 if codec == "xz" else b"")
-    )
+    bomb.write_bytes(_bomb(codec, _described(64 * MIB), 64) + (b"\0" * 4 if codec == "xz" else b""))
     budget = Budget(8 * MIB, "a test limit")
     # WHEN it is decompressed
     error = _refusal(bomb, codec, temp, budget)
@@ -184,7 +193,7 @@ def test_the_default_budget_stops_a_2_gib_bomb(workdir, monkeypatch):
     monkeypatch.delenv(MAX_DECOMPRESSED_ENV, raising=False)
     tmp_path, temp = workdir
     bomb = tmp_path / "bomb.zst"
-    bomb.write_bytes(_bomb("zstd", OOB.read_bytes()[:64], 2049))
+    bomb.write_bytes(_bomb("zstd", _described(2049 * MIB), 2049))
     assert bomb.stat().st_size < 100_000
     budget = Budget.for_dump(bomb.stat().st_size)
     error = _refusal(bomb, "zstd", temp, budget)
@@ -254,7 +263,7 @@ def test_a_stated_size_over_the_budget_is_refused_before_decompressing(
 def test_a_truncated_gzip_is_called_cut_not_too_large(workdir):
     # its last four bytes are compressed data, not the size trailer
     tmp_path, temp = workdir
-    data = OOB.read_bytes() + os.urandom(8 * MIB)
+    data = _described(8 * MIB + 2000) + os.urandom(8 * MIB + 2000)
     packed = gzip.compress(data)
     cut = tmp_path / "cut.gz"
     cut.write_bytes(packed[: len(packed) - 1000])
@@ -263,9 +272,34 @@ def test_a_truncated_gzip_is_called_cut_not_too_large(workdir):
     assert error.reason.endswith("(after 8388608 decompressed bytes)")
 
 
+@pytest.mark.parametrize("codec", CODECS)
+def test_a_bomb_behind_a_real_header_stops_where_the_dump_ends(workdir, codec):
+    # GIVEN a real dump's ELF header, then 64 MiB of zeros: its section header table (at
+    # e_shoff, inside the zeros) is all zeros, so the dump it describes ends right there
+    tmp_path, temp = workdir
+    bomb = tmp_path / f"bomb.{codec}"
+    bomb.write_bytes(_bomb(codec, OOB.read_bytes()[:64], 64))
+    budget = Budget(1 << 30, "a test limit")
+    # WHEN it is decompressed THEN the rest is never decompressed
+    with decompress_to_file(bomb, codec, str(temp), budget=budget) as out:
+        assert budget.decompressed_bytes <= 2 * MIB
+        assert out.read(4) == b"\x7fELF"
+
+
+def test_bytes_past_the_end_the_headers_describe_are_left_out(workdir):
+    tmp_path, temp = workdir
+    data = OOB.read_bytes()
+    packed = tmp_path / "tail.zst"
+    packed.write_bytes(_compress("zstd", data + os.urandom(3 * MIB)))
+    with decompress_to_file(packed, "zstd", str(temp)) as out:
+        whole = out.read()
+    # one chunk (1 MiB) at most is read past the end the dump's headers describe
+    assert whole[: len(data)] == data and len(whole) <= len(data) + MIB
+
+
 def test_the_disk_room_is_a_limit_too(workdir, monkeypatch):
     tmp_path, temp = workdir
-    data = OOB.read_bytes() + os.urandom(4 * MIB)
+    data = _described(4 * MIB) + os.urandom(4 * MIB)
     path = tmp_path / "big.zst"
     path.write_bytes(zstd.compress(data, 1))
     total = 100 * MIB
