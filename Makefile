@@ -1,4 +1,4 @@
-.PHONY: help demo test lint format fixtures golden bench scanbench
+.PHONY: help demo test lint format fixtures golden bench scanbench fuzz
 help: ## list the targets
 	@grep -E '^[a-z]+:.*## ' Makefile | sed 's/:.*## /\t/'
 demo: ## install into .venv and run postmortem on the bundled sample dump
@@ -18,3 +18,5 @@ golden: ## regenerate the golden reports in tests/golden (review the diff)
 	.venv/bin/python -m tests.golden
 bench: ## reader on a 4 GiB, 100,000-lane dump vs a small one; one kernel vs a whole 500-kernel cubin; forensics of 32,000 faulting lanes
 	.venv/bin/python bench/bench_open.py && .venv/bin/python bench/bench_localize.py && .venv/bin/python bench/bench_gdb.py && .venv/bin/python bench/bench_forensics.py
+fuzz: ## fuzz reader, analysis and reports in-process with 100,000 structure-aware mutants of the fixture dumps (N=, SEED=, JOBS=); exit 1 on a crash, slow or memory outcome
+	.venv/bin/python -m tests.fuzz.campaign -n $(or $(N),100000) --seed $(or $(SEED),1) $(if $(JOBS),-j $(JOBS))
