@@ -117,8 +117,9 @@ def run(argv: list[str]) -> tuple[float, int, int, str]:
     """Seconds, peak RSS in bytes, exit status and first stderr line of one command."""
     started = time.perf_counter()
     proc = subprocess.Popen(
-        argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=os.environ | {"NO_COLOR": "1"}
-    )
+        argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=ROOT,
+        env=os.environ | {"NO_COLOR": "1"},
+    )  # fmt: skip
     assert proc.stderr is not None
     err = proc.stderr.read().decode("utf-8", "replace")
     _, status, usage = os.wait4(proc.pid, 0)
@@ -143,7 +144,7 @@ def main() -> None:
         if not path.exists():
             make(path)
         for command in (["info"], ["analyze", "--no-gdb"]):
-            seconds, rss, code, first = run([*postmortem, *command, str(path)])
+            seconds, rss, code, first = run([*postmortem, *command, str(path.relative_to(ROOT))])
             worst_seconds, worst_rss = max(worst_seconds, seconds), max(worst_rss, rss)
             print(f"{name:34} {command[0]:8} {seconds:8.2f} {rss / 2**20:8.0f} MiB {code:4}  "
                   f"{first[:90]}")  # fmt: skip
