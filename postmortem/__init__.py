@@ -6,7 +6,8 @@
 ...         print(fault.exception_name, hex(fault.error_pc or 0))
 """
 
-from postmortem.coredump import CodeMap, Coredump, find_faults, open_coredump
+from postmortem.codemap import CodeMap, find_faults
+from postmortem.coredump import Coredump, open_coredump
 from postmortem.errors import (
     CompressedDumpError,
     CorruptSection,

@@ -12,7 +12,8 @@ import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from postmortem.coredump import CodeMap, Coredump, find_faults
+from postmortem.codemap import CodeMap, find_faults
+from postmortem.coredump import Coredump
 from postmortem.cubin.inspect import CubinSummary, summarize_cubin
 from postmortem.errors import OutputExists
 from postmortem.model import Image, Module

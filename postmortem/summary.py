@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from postmortem.analysis.diagnose import Diagnosis
 from postmortem.analysis.salvage import dump_findings
+from postmortem.codemap import CodeMap, find_faults
 from postmortem.coredump import tables as t
-from postmortem.coredump.faults import CodeMap, find_faults
 from postmortem.coredump.reader import Coredump
 from postmortem.coredump.survey import DamageKind
 from postmortem.demangle import demangle
 from postmortem.errors import NoGpuState
+from postmortem.findings import Finding
 from postmortem.model import Device, Fault, Grid, Metadata, Module, TableLayout
 
 
@@ -66,7 +66,7 @@ class DumpSummary:
     census: Census
     faults: tuple[Fault, ...]
     optional_sections: dict[str, int]
-    findings: tuple[Diagnosis, ...] = ()
+    findings: tuple[Finding, ...] = ()
     """What the reader had to set aside or read in part (a partial dump), and why."""
 
 

@@ -6,15 +6,16 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from postmortem.analysis.census import CensusRow, fault_census
+from postmortem.analysis.crosscheck import CrossCheck, crosscheck
 from postmortem.analysis.fault import FaultSite, LocalizeOptions, localize
 from postmortem.analysis.hang import HangAnalysis, analyze_hang
 from postmortem.analysis.provenance import BuildInfo, build_provenance
 from postmortem.analysis.salvage import dump_findings
 from postmortem.analysis.state import KernelState, gpu_state, kernel_code, warp_pcs
-from postmortem.coredump import CodeMap, Coredump, open_coredump
+from postmortem.codemap import CodeMap
+from postmortem.coredump import Coredump, open_coredump
 from postmortem.errors import ToolFailed, ToolNotFound
 from postmortem.gdb import run_cuda_gdb
-from postmortem.gdb.crosscheck import CrossCheck, crosscheck
 from postmortem.model import Module
 from postmortem.summary import DumpSummary, summarize
 

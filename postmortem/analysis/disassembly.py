@@ -19,7 +19,8 @@ from typing import Protocol
 
 from postmortem.analysis import diagnose as dx
 from postmortem.analysis.source import PathMap, QuotedLine, quote
-from postmortem.coredump import CodeMap, Coredump
+from postmortem.codemap import CodeMap
+from postmortem.coredump import Coredump
 from postmortem.cubin.elfimage import ElfImage
 from postmortem.cubin.normalize import (
     DATA_CLEARED,
@@ -32,6 +33,7 @@ from postmortem.cubin.normalize import (
 from postmortem.cubin.nvdisasm import Disassembly, disassemble
 from postmortem.cubin.sass import SourceFrame
 from postmortem.errors import MalformedElf, ToolFailed, ToolNotFound
+from postmortem.findings import Finding
 from postmortem.model import Module
 
 
@@ -45,7 +47,7 @@ class ToolOptions(Protocol):
     def timeout(self) -> float: ...
 
 
-_Disassembled = tuple[Disassembly | None, dx.Diagnosis | None]
+_Disassembled = tuple[Disassembly | None, Finding | None]
 _Copy = tuple[bytes, int]  # a copy of a module's image, and the function's symbol index in it
 
 
@@ -99,7 +101,7 @@ def disassemble_function(
     symbol_index: int,
     section_address: int,
     options: ToolOptions,
-) -> tuple[Disassembly | None, dx.Diagnosis | None]:
+) -> tuple[Disassembly | None, Finding | None]:
     """One function of a module, disassembled, its offsets relative to its code section.
 
     nvdisasm runs once per function and analysis (`code_map`), however many fault sites or
@@ -175,15 +177,15 @@ def _first_accepted(
                 copy[0], copy[1], nvdisasm=options.nvdisasm, timeout=options.timeout
             )
         except ToolNotFound as error:
-            return None, dx.tool_missing(error.tool, error.hint or "")
+            return None, dx.nvdisasm_missing(error.hint or "")
         except ToolFailed as error:
             if error.returncode is None or error.returncode < 0:
                 # Timed out, killed, too much output: another copy would fare no better.
-                return None, dx.tool_failed(error.tool, error.detail)
+                return None, dx.nvdisasm_failed(error.detail)
             refusals.append((label, error.detail))
             continue
         return _section_relative(replace(result, image=label), section_address), None
-    return None, dx.image_refused("nvdisasm", refusals)
+    return None, dx.nvdisasm_refused(refusals)
 
 
 def _section_relative(result: Disassembly, section_address: int) -> Disassembly:

@@ -18,10 +18,12 @@ from postmortem.analysis.disassembly import disassemble_function, quoted
 from postmortem.analysis.forensics import Forensics, examine
 from postmortem.analysis.opclass import MEMORY_EXCEPTIONS, is_memory_access
 from postmortem.analysis.source import PathMap, QuotedLine
-from postmortem.coredump import CodeMap, Coredump, find_faults
+from postmortem.codemap import CodeMap, find_faults
+from postmortem.coredump import Coredump
 from postmortem.cubin.inspect import Function
 from postmortem.cubin.nvdisasm import Disassembly
 from postmortem.cubin.sass import SassInstruction, SassListing, SourceFrame
+from postmortem.findings import Finding
 from postmortem.model import Fault, FaultSource, Module, describe_exception
 
 
@@ -60,7 +62,7 @@ class FaultSite:
     quoted: tuple[QuotedLine, ...]
     has_line_info: bool | None
     disassembly: Disassembly | None = field(repr=False)
-    diagnoses: tuple[dx.Diagnosis, ...]
+    diagnoses: tuple[Finding, ...]
     forensics: Forensics | None = None
     """The instruction decoded and its address per lane; None without an instruction."""
 
@@ -115,7 +117,7 @@ def _localize_site(
         return _replace(base, diagnoses=tuple(outside))
     summary = code_map.summary(location.module)
     function = summary.find_function(pc) if summary else None
-    notes: list[dx.Diagnosis] = []
+    notes: list[Finding] = []
     lane_offsets = {f.function_offset for f in faults if f.function_offset is not None}
     if lane_offsets - {location.offset}:
         notes.append(
@@ -135,7 +137,7 @@ def _localize_site(
 
 def _build_notes(
     code_map: CodeMap, module: Module, kernel: str, has_lines: bool | None
-) -> list[dx.Diagnosis]:
+) -> list[Finding]:
     """Line info missing (and why, from the recorded ptxas options); a -G build."""
     toolkit = code_map.toolkit(module)
     options = toolkit.options if toolkit else None
@@ -156,7 +158,7 @@ def _disassembled(
     site: FaultSite,
     section_address: int,
     options: LocalizeOptions,
-    notes: list[dx.Diagnosis],
+    notes: list[Finding],
 ) -> FaultSite:
     assert site.function is not None and site.offset is not None
     assert site.module is not None
@@ -194,7 +196,7 @@ def _without_padding(
 
 def _precision(
     instruction: SassInstruction, window: Sequence[SassInstruction], exception: int | None
-) -> list[dx.Diagnosis]:
+) -> list[Finding]:
     if exception not in MEMORY_EXCEPTIONS or is_memory_access(instruction.base_opcode):
         return []
     before = [

@@ -10,9 +10,11 @@ from postmortem.analysis.address import AddressSpread, LaneAddress, address_spre
 from postmortem.analysis.arguments import KernelArguments, read_arguments
 from postmortem.analysis.region import AddressCheck, check_addresses
 from postmortem.analysis.state import grid_code
-from postmortem.coredump import CodeMap, Coredump
+from postmortem.codemap import CodeMap
+from postmortem.coredump import Coredump
 from postmortem.cubin.operands import MemoryAccess, address_formula, decode_access
 from postmortem.cubin.sass import SassInstruction
+from postmortem.findings import Finding, FindingCode, Severity
 from postmortem.model import Fault
 
 # Spaces whose addresses are device virtual addresses, so that a pointer argument can be
@@ -34,7 +36,7 @@ class Forensics:
     spread: AddressSpread | None
     checks: tuple[AddressCheck, ...]
     arguments: KernelArguments | None
-    notes: tuple[str, ...]
+    notes: tuple[Finding, ...]
     """What could not be worked out, and why."""
 
 
@@ -46,7 +48,7 @@ def examine(
     if access is None:
         note = f"{instruction.opcode} does not access memory: there is no address to compute"
         arguments, why = _arguments(core, code_map, faults, None)
-        return Forensics(None, None, (), "", None, (), arguments, (note, *why))
+        return Forensics(None, None, (), "", None, (), arguments, _limits(note, *why))
     notes: list[str] = []
     lanes, lane_set = lane_addresses(core, access, faults)
     if not lanes and any(f.warp_record is not None for f in faults):
@@ -72,8 +74,12 @@ def examine(
     arguments, why = _arguments(core, code_map, faults, focus)
     return Forensics(
         access, formula, lanes, lane_set, address_spread(lanes),
-        check_addresses(core, access, faults, addresses), arguments, (*notes, *why),
+        check_addresses(core, access, faults, addresses), arguments, _limits(*notes, *why),
     )  # fmt: skip
+
+
+def _limits(*messages: str) -> tuple[Finding, ...]:
+    return tuple(Finding(FindingCode.FORENSICS_LIMITED, Severity.INFO, m) for m in messages)
 
 
 def _arguments(

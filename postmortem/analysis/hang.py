@@ -21,10 +21,11 @@ from postmortem.analysis.disassembly import disassemble_function
 from postmortem.analysis.fault import LocalizeOptions
 from postmortem.analysis.source import QuotedLine, quote
 from postmortem.analysis.state import WarpPcs, kernel_code, kernel_of, pc_groups
-from postmortem.coredump.faults import CodeMap
+from postmortem.codemap import CodeMap
 from postmortem.coredump.reader import Coredump
 from postmortem.cubin.nvdisasm import Disassembly
 from postmortem.cubin.sass import SassInstruction, SassListing, SourceFrame
+from postmortem.findings import Finding, FindingCode, Severity
 from postmortem.model import Dim3
 
 _LOOP_SPAN = 32  # instructions: longer loops are not "spinning in place"
@@ -52,25 +53,15 @@ class StuckGroup:
 
 
 @dataclass(frozen=True, slots=True)
-class Finding:
-    """A deadlock pattern, with its evidence and its limits."""
-
-    code: str
-    """"divergent-barrier", "convergence-split" or "spin-wait"."""
-    message: str
-    evidence: tuple[str, ...]
-    caveat: str
-    """What the evidence does not prove."""
-
-
-@dataclass(frozen=True, slots=True)
 class HangAnalysis:
     """Where everything is stuck, and why it may be."""
 
     groups: tuple[StuckGroup, ...]
     """Most populous first."""
     findings: tuple[Finding, ...]
-    notes: tuple[str, ...]
+    """The deadlock patterns seen (divergent barrier, convergence split, spin-wait), each
+    with its evidence and what it does not prove."""
+    notes: tuple[Finding, ...]
     """What limited the analysis (no nvdisasm, no line info)."""
     disassemblies: tuple[Disassembly, ...] = ()
     """The listing of each kernel disassembled, in grid order (one per distinct function);
@@ -106,7 +97,10 @@ def analyze_hang(
     groups.sort(key=lambda g: (-g.lanes, g.device_index, g.grid_id, g.offset))
     # Grids of one kernel share one (memoized) disassembly: listed once.
     unique = tuple({id(d): d for d in listings}.values())
-    return HangAnalysis(tuple(groups), tuple(findings), tuple(dict.fromkeys(notes)), unique)
+    limits = tuple(
+        Finding(FindingCode.HANG_LIMITED, Severity.INFO, n) for n in dict.fromkeys(notes)
+    )
+    return HangAnalysis(tuple(groups), tuple(findings), limits, unique)
 
 
 def _listing(
@@ -211,7 +205,7 @@ def _divergent_barriers(warps: Sequence[WarpPcs], groups: dict[int, StuckGroup])
         others = sorted({o for w in elsewhere for o, _ in w.lanes_at})
         found.append(
             Finding(
-                "divergent-barrier",
+                FindingCode.DIVERGENT_BARRIER, Severity.ERROR,
                 f"block ({block[0]},{block[1]},{block[2]}): {len(waiting)} warp(s) wait at a block "
                 f"barrier while {len(elsewhere)} warp(s) of the same block are elsewhere: a "
                 "__syncthreads() that not every thread of the block reaches",
@@ -221,7 +215,7 @@ def _divergent_barriers(warps: Sequence[WarpPcs], groups: dict[int, StuckGroup])
                     "elsewhere: warps " + ", ".join(str(w.warp_id) for w in elsewhere) + " at "
                     + "; ".join(_where(o, groups) for o in others),
                 ),
-                "a dump is one instant: the other warps may still be on their way to the "
+                caveat="a dump is one instant: the other warps may still be on their way to the "
                 "barrier; the same picture in a second dump taken later makes the deadlock "
                 "certain",
             )
@@ -237,11 +231,11 @@ def _convergence_splits(warps: Sequence[WarpPcs], groups: dict[int, StuckGroup])
             continue
         found.append(
             Finding(
-                "convergence-split",
+                FindingCode.CONVERGENCE_SPLIT, Severity.ERROR,
                 f"warp {warp.warp_id} of {_block(warp.block_idx)}: some lanes wait at a "
                 "convergence barrier while others of the warp are elsewhere",
                 tuple(f"{count} lane(s) at {_where(o, groups)}" for o, count in warp.lanes_at),
-                "lanes reconverge when the others arrive; only if they never can (they wait "
+                caveat="lanes reconverge when the others arrive; only if they never can (they wait "
                 "for something the waiting lanes must do) is this a deadlock",
             )
         )  # fmt: skip
@@ -258,11 +252,12 @@ def _spin_wait(
         return None
     name = kernel or "the kernel"
     return Finding(
-        "spin-wait",
+        FindingCode.SPIN_WAIT,
+        Severity.ERROR,
         f"every warp of {name} is inside a short loop that reads memory: a likely spin-wait "
         "on a flag that nothing sets",
         tuple(f"{groups[o].warps} warp(s) at {_where(o, groups)}" for o in sorted(offsets)),
-        "a loop is not proof of a spin: a long-running loop looks the same in one dump; a "
+        caveat="a loop is not proof of a spin: a long-running loop looks the same in one dump; a "
         "second dump where the PCs have not moved (and the data they read has not changed) "
         "makes it one",
     )

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from postmortem.coredump import CodeMap
+from postmortem.codemap import CodeMap
 from postmortem.cubin.nvinfo import ToolkitInfo
 from postmortem.model import Module
 

@@ -8,14 +8,14 @@ stops a report; each becomes one line saying what was lost.
 
 from __future__ import annotations
 
-from postmortem.analysis.diagnose import Diagnosis, Severity
-from postmortem.coredump.faults import CodeMap
+from postmortem.codemap import CodeMap
 from postmortem.coredump.reader import Coredump
 from postmortem.coredump.survey import DamageKind
+from postmortem.findings import Finding, FindingCode, Severity
 
 _CODES = {
-    DamageKind.ROOT_IMAGE: ("root-level-image", Severity.INFO),
-    DamageKind.TOO_MANY_ROWS: ("too-many-rows", Severity.WARNING),
+    DamageKind.ROOT_IMAGE: (FindingCode.ROOT_LEVEL_IMAGE, Severity.INFO),
+    DamageKind.TOO_MANY_ROWS: (FindingCode.TOO_MANY_ROWS, Severity.WARNING),
 }
 _REMEDY = (
     "the rest of the dump is reported; if the dump was cut short (disk full, the process "
@@ -23,30 +23,30 @@ _REMEDY = (
 )
 
 
-def dump_findings(core: Coredump, code_map: CodeMap) -> tuple[Diagnosis, ...]:
+def dump_findings(core: Coredump, code_map: CodeMap) -> tuple[Finding, ...]:
     """Every salvage the reader made on this dump, most serious first."""
     found = []
     for damage in core.damage:
-        code, severity = _CODES.get(damage.kind, ("partial-dump", Severity.WARNING))
+        code, severity = _CODES.get(damage.kind, (FindingCode.PARTIAL_DUMP, Severity.WARNING))
         remedy = None if damage.kind is DamageKind.ROOT_IMAGE else _REMEDY
-        found.append(Diagnosis(code, severity, damage.message, remedy))
+        found.append(Finding(code, severity, damage.message, remedy=remedy))
     code_map.modules()  # the images are read once, here or earlier
     for module, reason in code_map.unreadable:
         handle = "a root-level image" if module.module_handle is None else (
             f"module 0x{module.module_handle:x}"
         )  # fmt: skip
         found.append(
-            Diagnosis(
-                "unreadable-image",
+            Finding(
+                FindingCode.UNREADABLE_IMAGE,
                 Severity.WARNING,
                 f"partial dump: the relocated image of {handle} is not a readable cubin "
                 f"({reason}); the code of that module is unknown",
-                _REMEDY,
+                remedy=_REMEDY,
             )
         )
     found.extend(
-        Diagnosis(
-            "bad-string",
+        Finding(
+            FindingCode.BAD_STRING,
             Severity.WARNING,
             f"partial dump: a name could not be read: {problem}; it is shown as unknown",
         )

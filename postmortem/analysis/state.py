@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from postmortem.codemap import CodeMap
 from postmortem.coredump import tables as t
-from postmortem.coredump.faults import CodeMap
 from postmortem.coredump.reader import Coredump
 from postmortem.coredump.rows import make_cta, make_sm, make_warp
 from postmortem.cubin.inspect import Function

@@ -1,6 +1,6 @@
 """Reading CUDA GPU coredumps natively: the ELF container, the tables, the faults."""
 
-from postmortem.coredump.faults import CodeMap, find_faults
+from postmortem.coredump.faults import read_faults
 from postmortem.coredump.reader import Coredump, open_coredump
 
-__all__ = ["CodeMap", "Coredump", "find_faults", "open_coredump"]
+__all__ = ["Coredump", "open_coredump", "read_faults"]

@@ -408,15 +408,3 @@ class Instruction:
     """Marked ``=>`` or ``*=>``: the focus warp's PC."""
     is_error_pc: bool
     """Marked ``*>`` or ``*=>``: the instruction that raised the exception."""
-
-
-@dataclass(frozen=True, slots=True)
-class Diagnosis:
-    """A known cuda-gdb failure recognised in its output (see parse.KNOWN_FAULTS)."""
-
-    code: str
-    """Stable identifier, e.g. ``python-unwinder-fault``."""
-    message: str
-    """One line for the user: what it means and what to do."""
-    evidence: str
-    """The output line that matched."""

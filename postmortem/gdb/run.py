@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from postmortem.errors import ToolFailed, ToolNotFound, UnreadableFile
+from postmortem.findings import Finding, FindingCode
 from postmortem.gdb.command import (
     DEFAULT_COMMANDS,
     OPEN_COMMAND,
@@ -36,11 +37,10 @@ from postmortem.gdb.command import (
     strip_markers,
 )
 from postmortem.gdb.faults import diagnose
-from postmortem.gdb.model import Diagnosis
 from postmortem.toolrun import ToolRun, run_tool
 from postmortem.tools import find_tool, tool_version
 
-_RETRY_CODE = "python-unwinder-fault"
+_RETRY_CODE = FindingCode.GDB_PYTHON_UNWINDER_FAULT
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,7 +57,7 @@ class GdbSession:
     """Each command's output in order (the opening ``target cudacore`` step excluded)."""
     outside: str
     """Output outside our markers (start-up warnings)."""
-    diagnoses: tuple[Diagnosis, ...]
+    diagnoses: tuple[Finding, ...]
     """Known failures seen, in the first run and in the retry."""
     returncode: int
     """cuda-gdb's exit status (batch mode: that of the last command)."""
@@ -102,7 +102,7 @@ def run_cuda_gdb(
     run = _run(exe, core, commands, env, timeout, data_directory=None)
     diagnoses = diagnose(strip_markers(run.stdout))
     seconds = run.seconds
-    retried = any(d.code == _RETRY_CODE for d in diagnoses)
+    retried = any(d.code is _RETRY_CODE for d in diagnoses)
     if retried:
         with tempfile.TemporaryDirectory(prefix="postmortem-gdb-data-") as empty:
             run = _run(exe, core, commands, env, timeout, data_directory=empty)
@@ -125,7 +125,7 @@ def _run(
 
 
 def _session(
-    exe: Path, run: ToolRun, diagnoses: tuple[Diagnosis, ...], seconds: float, retried: bool
+    exe: Path, run: ToolRun, diagnoses: tuple[Finding, ...], seconds: float, retried: bool
 ) -> GdbSession:
     split = split_output(run.stdout)
     if not split.outputs:

@@ -15,13 +15,13 @@ from typing import Any
 
 from postmortem import __version__
 from postmortem.analysis.analyze import Analysis
-from postmortem.analysis.diagnose import Diagnosis
+from postmortem.analysis.crosscheck import CrossCheck
 from postmortem.analysis.fault import FaultSite
 from postmortem.analysis.hang import HangAnalysis
 from postmortem.analysis.state import KernelState
 from postmortem.cubin.nvdisasm import Disassembly
 from postmortem.demangle import demangle, without_parameters
-from postmortem.gdb.crosscheck import CrossCheck
+from postmortem.findings import Finding, FindingCode
 from postmortem.model import Fault, FaultSource
 from postmortem.report.forensics import builds_json, census_json, forensics_json
 from postmortem.report.values import (
@@ -105,10 +105,11 @@ def _hang(hang: HangAnalysis | None) -> Json | None:
             for g in hang.groups
         ],
         "findings": [
-            {"code": f.code, "message": f.message, "evidence": list(f.evidence), "caveat": f.caveat}
+            {"code": f.code.value, "message": f.message, "evidence": list(f.evidence),
+             "caveat": f.caveat}
             for f in hang.findings
         ],
-        "notes": list(hang.notes),
+        "notes": [n.message for n in hang.notes],
     }  # fmt: skip
 
 
@@ -221,8 +222,13 @@ def _site(site: FaultSite) -> Json:
     }
 
 
-def _diagnosis(d: Diagnosis) -> Json:
-    return {"code": d.code, "severity": d.severity.value, "message": d.message, "remedy": d.remedy}
+def _diagnosis(d: Finding) -> Json:
+    return {
+        "code": d.code.value,
+        "severity": d.severity.value,
+        "message": d.message,
+        "remedy": d.remedy,
+    }
 
 
 def _instruction(site: FaultSite) -> Json | None:
@@ -345,7 +351,7 @@ def _crosscheck(check: CrossCheck | None, note: str | None) -> Json:
             for c in check.checks
         ],
         "disagreements": len(check.disagreements),
-        "notes": list(check.notes),
+        "notes": [n.message for n in check.notes],
         "backtrace": [_frame_text(frame) for frame in check.backtrace],
     }
 
@@ -398,7 +404,8 @@ def _provenance(analysis: Analysis) -> list[Json]:
             "facts": "second opinion on the native facts; backtrace with inline function names",
             "status": "used" if check and check.opened else "unavailable",
             "note": analysis.gdb_note if check is None else (
-                None if check.opened else "; ".join(check.notes) or "could not read the dump"
+                None if check.opened
+                else "; ".join(n.message for n in check.notes) or "could not read the dump"
             ),
             "image": None,
         },
@@ -408,6 +415,6 @@ def _provenance(analysis: Analysis) -> list[Json]:
 def _missing(sites: Sequence[FaultSite]) -> str | None:
     for site in sites:
         for note in site.diagnoses:
-            if note.code.startswith("nvdisasm-"):
+            if note.code in (FindingCode.NVDISASM_MISSING, FindingCode.NVDISASM_FAILED):
                 return note.message
     return "not run" if sites else "no fault to disassemble"

@@ -66,7 +66,7 @@ def forensics_json(forensics: Forensics | None) -> Json | None:
             for c in forensics.checks
         ],  # fmt: skip
         "arguments": _arguments(forensics.arguments),
-        "notes": list(forensics.notes),
+        "notes": [n.message for n in forensics.notes],
     }
 
 

@@ -15,7 +15,6 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from postmortem.analysis.analyze import Analysis, AnalyzeOptions, analyze_dump
-from postmortem.analysis.diagnose import NVDISASM_FAILED, NVDISASM_MISSING, Diagnosis
 from postmortem.analysis.signature import (
     SignatureRules,
     compute_signature,
@@ -23,6 +22,7 @@ from postmortem.analysis.signature import (
 )
 from postmortem.demangle import demangle
 from postmortem.errors import PostmortemError
+from postmortem.findings import Finding, FindingCode
 from postmortem.report.context import build_report
 from postmortem.report.render import render_report
 from postmortem.report.values import version_or_none
@@ -119,7 +119,7 @@ def _row(
     )  # fmt: skip
 
 
-def _tool_trouble(diagnoses: Sequence[Diagnosis]) -> str | None:
+def _tool_trouble(diagnoses: Sequence[Finding]) -> str | None:
     """Why nvdisasm gave no listing, in a phrase, or None when it did not fail.
 
     "nvdisasm not found" and "nvdisasm refused the image: <its message>" (or "nvdisasm
@@ -127,9 +127,9 @@ def _tool_trouble(diagnoses: Sequence[Diagnosis]) -> str | None:
     installing it.
     """
     for diagnosis in diagnoses:
-        if diagnosis.code == NVDISASM_MISSING:
+        if diagnosis.code is FindingCode.NVDISASM_MISSING:
             return "nvdisasm not found" + (f" ({diagnosis.remedy})" if diagnosis.remedy else "")
-        if diagnosis.code == NVDISASM_FAILED:
+        if diagnosis.code is FindingCode.NVDISASM_FAILED:
             return diagnosis.message
     return None
 

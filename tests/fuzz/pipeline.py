@@ -12,7 +12,8 @@ from pathlib import Path
 
 from postmortem.analysis.analyze import AnalyzeOptions, analyze_dump
 from postmortem.analysis.fault import LocalizeOptions
-from postmortem.coredump import find_faults, open_coredump
+from postmortem.codemap import find_faults
+from postmortem.coredump import open_coredump
 from postmortem.report.context import build_report
 from postmortem.report.info import render_info_json, render_info_text
 from postmortem.report.render import FORMATS, render_report

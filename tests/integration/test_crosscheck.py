@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from postmortem import open_coredump
+from postmortem.analysis.crosscheck import crosscheck
 from postmortem.gdb import run_cuda_gdb
-from postmortem.gdb.crosscheck import crosscheck
 from tests.conftest import dump_paths, truth_of
 from tests.tooling import require_tool
 

@@ -19,10 +19,9 @@ import pytest
 
 from postmortem import open_coredump
 from postmortem.analysis.analyze import AnalyzeOptions, analyze_dump
-from postmortem.analysis.diagnose import NVDISASM_FAILED, NVDISASM_MISSING
 from postmortem.analysis.fault import FaultSite, LocalizeOptions, localize
 from postmortem.analysis.signature import load_rules
-from postmortem.coredump import CodeMap
+from postmortem.codemap import CodeMap
 from postmortem.cubin.elfimage import ElfImage
 from postmortem.cubin.normalize import (
     DATA_CLEARED,
@@ -33,6 +32,7 @@ from postmortem.cubin.normalize import (
 )
 from postmortem.cubin.nvdisasm import disassemble
 from postmortem.errors import ToolFailed
+from postmortem.findings import FindingCode
 from postmortem.report.context import build_report
 from postmortem.report.render import render_report
 from postmortem.scan.worker import WorkOptions, scan_dump
@@ -209,7 +209,7 @@ def test_the_non_relocated_image_is_read_when_every_relocated_copy_is_refused(
     assert site.instruction.text.rstrip(" ;") == truth["sass"].rstrip(" ;")
     chain = [[PurePosixPath(f.file).name, f.line] for f in site.chain]
     assert chain == truth["expected_chain"]
-    assert not [d for d in site.diagnoses if d.code.startswith("nvdisasm-")]
+    assert not [d for d in site.diagnoses if d.code.value.startswith("nvdisasm-")]
     assert site.forensics is not None and site.forensics.lanes
     # AND the report says so
     report = build_report(_analyze(dump, nvdisasm))
@@ -224,8 +224,8 @@ def test_when_every_copy_is_refused_the_diagnosis_quotes_nvdisasm(corpus, tmp_pa
     # THEN there is no disassembly, and the diagnosis quotes nvdisasm's refusal
     (site,) = analysis.sites
     assert site.disassembly is None and site.function is not None
-    (refusal,) = [d for d in site.diagnoses if d.code.startswith("nvdisasm-")]
-    assert refusal.code == NVDISASM_FAILED
+    (refusal,) = [d for d in site.diagnoses if d.code.value.startswith("nvdisasm-")]
+    assert refusal.code is FindingCode.NVDISASM_FAILED
     assert refusal.message.startswith("nvdisasm refused the image: ")
     assert "Invalid section alignment of 0x3 for section .text._Z10oob_kernelPfif" in (
         refusal.message
@@ -244,7 +244,7 @@ def test_a_scan_without_nvdisasm_says_it_was_not_found():
     assert row.degraded and row.signature is not None
     assert row.signature.quality.advice.startswith("nvdisasm not found")
     analysis = _analyze(DUMPS / "oob_store.nvcudmp", "/nonexistent/nvdisasm")
-    assert NVDISASM_MISSING in {d.code for d in analysis.sites[0].diagnoses}
+    assert FindingCode.NVDISASM_MISSING in {d.code for d in analysis.sites[0].diagnoses}
 
 
 def _work(nvdisasm) -> WorkOptions:

@@ -91,7 +91,7 @@ def test_the_fault_survives_where_its_bytes_do(name):
 )  # fmt: skip
 def test_what_was_cut_is_named_and_the_rest_reported(name, lost):
     summary = _analyze(name, disassemble=False).summary
-    partial = [d.message for d in summary.findings if d.code == "partial-dump"]
+    partial = [d.message for d in summary.findings if d.code.value == "partial-dump"]
     assert any(lost in m and "cut short by the end of the file" in m for m in partial), partial
     assert summary.devices and summary.launches and summary.modules
 
@@ -142,7 +142,7 @@ def test_root_level_images_are_modules_of_unknown_context():
     summary = _analyze("root_images", disassemble=False).summary
     assert [m.module.module_handle for m in summary.modules] == [None]
     assert summary.faults[0].location is not None
-    assert any(d.code == "root-level-image" for d in summary.findings)
+    assert any(d.code.value == "root-level-image" for d in summary.findings)
 
 
 def test_lanes_with_different_codes_at_one_pc_are_separate_sites():

@@ -22,7 +22,7 @@ from postmortem.analysis.census import fault_census
 from postmortem.analysis.fault import FaultSite, LocalizeOptions, localize
 from postmortem.analysis.region import check_addresses
 from postmortem.analysis.state import kernel_code
-from postmortem.coredump import CodeMap, find_faults
+from postmortem.codemap import CodeMap, find_faults
 from postmortem.cubin.operands import decode_access
 from postmortem.cubin.sass import parse_sass
 from tests.conftest import dump_paths, truth_of
@@ -127,7 +127,7 @@ def test_arguments_come_from_constant_bank_zero_without_a_param_section(corpus: 
 def test_a_dump_without_parameter_memory_says_so(corpus: Path, nvdisasm):
     forensics = _site(corpus / "oob_store_bare.nvcudmp", corpus, nvdisasm).forensics
     assert forensics.arguments is None
-    assert any("no parameter memory" in note for note in forensics.notes)
+    assert any("no parameter memory" in note.message for note in forensics.notes)
 
 
 def test_misaligned_load_is_misaligned_by_four_bytes(corpus: Path, nvdisasm):
@@ -172,7 +172,7 @@ def test_captured_memory_shows_the_address_is_outside_it(corpus: Path, nvdisasm)
 def test_sm_level_fault_has_no_registers_and_says_so(corpus: Path, nvdisasm):
     forensics = _site(corpus / "sm_fault.nvcudmp", corpus, nvdisasm).forensics
     assert forensics.lanes == ()
-    assert any("faulting warp is not in the dump" in note for note in forensics.notes)
+    assert any("faulting warp is not in the dump" in note.message for note in forensics.notes)
 
 
 @pytest.mark.parametrize(
@@ -187,7 +187,7 @@ def test_build_provenance_tells_how_line_info_went_missing(
     name, code, words, corpus: Path, nvdisasm
 ):
     site = _site(corpus / f"{name}.nvcudmp", corpus, nvdisasm)
-    messages = {d.code: d.message for d in site.diagnoses}
+    messages = {d.code.value: d.message for d in site.diagnoses}
     assert words in messages[code]
 
 

@@ -62,7 +62,7 @@ def test_session_has_every_command_and_the_banner(cuda_gdb):
 def test_unwinder_fault_is_retried_and_bt_then_works(cuda_gdb):
     core, truth = dump("oob_store")
     session = run_cuda_gdb(core, ["bt"], cuda_gdb=cuda_gdb, timeout=120)
-    codes = {d.code for d in session.diagnoses}
+    codes = {d.code.value for d in session.diagnoses}
     assert session.retried == ("python-unwinder-fault" in codes)
     frames = parse_backtrace(session.output("bt"))
     assert isinstance(frames, Parsed), session.output("bt")
@@ -87,14 +87,14 @@ def test_banner_agrees_with_truth_on_every_checkable_dump(cuda_gdb, name):
 def test_abi_v8_dump_is_diagnosed_not_raised(cuda_gdb):
     core, _ = dump("oob_store_v8")
     session = run_cuda_gdb(core, ["info cuda kernels"], cuda_gdb=cuda_gdb, timeout=120)
-    assert "cubin-abi-too-new" in {d.code for d in session.diagnoses}
+    assert "cubin-abi-too-new" in {d.code.value for d in session.diagnoses}
 
 
 def test_a_file_that_is_no_dump_is_diagnosed(cuda_gdb, tmp_path):
     junk = tmp_path / "junk.nvcudmp"
     junk.write_bytes(b"not an ELF file\n")
     session = run_cuda_gdb(junk, ["info cuda kernels"], cuda_gdb=cuda_gdb, timeout=60)
-    assert "not-a-gpu-coredump" in {d.code for d in session.diagnoses}
+    assert "not-a-gpu-coredump" in {d.code.value for d in session.diagnoses}
     assert session.output("info cuda kernels") == "No CUDA kernels."
 
 

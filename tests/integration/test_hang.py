@@ -46,7 +46,7 @@ def test_divergent_syncthreads_is_diagnosed_in_the_planted_blocks(path, corpus):
     truth = truth_of(path)
     hang = analyze(corpus / path.name).hang
     assert hang is not None
-    flagged = [f for f in hang.findings if f.code == "divergent-barrier"]
+    flagged = [f for f in hang.findings if f.code.value == "divergent-barrier"]
     planted = [tuple(b["block_idx"]) for b in truth["divergent_barrier_blocks"]]
     assert [f.message.split(":")[0] for f in flagged] == [
         f"block ({x},{y},{z})" for x, y, z in planted
@@ -75,7 +75,7 @@ def test_stuck_groups_are_the_planted_stall_sites(path, corpus):
 
 def test_every_warp_spinning_is_a_likely_spin_wait(corpus):
     hang = analyze(corpus / "hang_spin.nvcudmp").hang
-    assert [f.code for f in hang.findings] == ["spin-wait"]
+    assert [f.code.value for f in hang.findings] == ["spin-wait"]
     spin_line = markers.marker_location(SOURCE, "spin")[1]
     assert f"divergent_barrier.cu:{spin_line}" in hang.findings[0].evidence[0]
     assert "not proof" in hang.findings[0].caveat
@@ -99,13 +99,13 @@ def test_hang_mode_on_a_fault_dump_groups_its_warps_without_a_barrier_flag(corpu
     analysis = analyze(corpus / "oob_store.nvcudmp", mode="hang")
     assert analysis.hang is not None and analysis.sites
     assert sum(g.warps for g in analysis.hang.groups) >= 7
-    assert not [f for f in analysis.hang.findings if f.code == "divergent-barrier"]
+    assert not [f for f in analysis.hang.findings if f.code.value == "divergent-barrier"]
 
 
 def test_without_nvdisasm_hang_mode_says_what_it_cannot_see(corpus):
     hang = analyze(corpus / "hang_barrier.nvcudmp", disassemble=False).hang
     assert hang.findings == ()
-    assert any("no barrier detection" in note for note in hang.notes)
+    assert any("no barrier detection" in note.message for note in hang.notes)
 
 
 def _instruction(opcode):

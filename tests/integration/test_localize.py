@@ -60,7 +60,7 @@ def test_the_planted_instruction_and_chain_are_found(path: Path, corpus: Path, n
         cubin = INDEX[truth["cubin"]]
         removed = cubin["compiled_with_lineinfo"] and cubin["abi_version"] == 8
         expected = "line-info-removed" if removed else "no-line-info"
-        assert expected in {d.code for d in site.diagnoses}
+        assert expected in {d.code.value for d in site.diagnoses}
 
 
 @pytest.mark.parametrize("path", PLANTED, ids=lambda p: p.name)
@@ -112,7 +112,7 @@ def test_without_nvdisasm_the_native_facts_stand(corpus: Path):
         and site.offset == truth_of(FIXTURES / "dumps" / "oob_store.nvcudmp")["fault"]["offset"]
     )
     assert site.instruction is None
-    assert "nvdisasm-missing" in {d.code for d in site.diagnoses}
+    assert "nvdisasm-missing" in {d.code.value for d in site.diagnoses}
 
 
 def test_no_disasm_runs_no_tool(corpus: Path):
@@ -132,7 +132,7 @@ def test_a_pc_outside_every_module_is_diagnosed(tmp_path, corpus: Path, nvdisasm
     with open_coredump(moved) as core:
         (site,) = localize(core, LocalizeOptions(nvdisasm=nvdisasm))
     assert site.function is None
-    assert "pc-outside-modules" in {d.code for d in site.diagnoses}
+    assert "pc-outside-modules" in {d.code.value for d in site.diagnoses}
 
 
 def test_a_hang_dump_has_no_fault_site(corpus: Path):

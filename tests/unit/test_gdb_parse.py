@@ -480,7 +480,7 @@ def test_live_11_8_transcript_agrees_with_the_dump_truth(path):
 
 
 def check_outside(text, truth):
-    codes = {d.code for d in diagnose(text)}
+    codes = {d.code.value for d in diagnose(text)}
     if truth["abi_version"] == 8 or "v8" in truth["scenario"]:
         assert "cuda-gdb-internal-error" in codes
     else:

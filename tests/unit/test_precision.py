@@ -18,7 +18,7 @@ WINDOW = (
 
 def test_illegal_address_at_an_arithmetic_instruction_is_imprecise():
     (note,) = _precision(WINDOW[2], WINDOW, 14)
-    assert note.code == "imprecise-pc"
+    assert note.code.value == "imprecise-pc"
     assert "IMAD.WIDE" in note.message
     assert "STG.E desc[UR4][R2.64], R7 at /*00c0*/" in note.message
 
@@ -28,7 +28,7 @@ def test_illegal_address_at_a_store_is_precise():
 
 
 def test_misaligned_address_is_checked_too():
-    assert _precision(WINDOW[2], WINDOW, 6)[0].code == "imprecise-pc"
+    assert _precision(WINDOW[2], WINDOW, 6)[0].code.value == "imprecise-pc"
 
 
 def test_an_assert_is_not_a_memory_fault():

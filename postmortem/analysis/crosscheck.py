@@ -20,6 +20,7 @@ from typing import TypeVar
 from postmortem.coredump import Coredump
 from postmortem.coredump import tables as t
 from postmortem.demangle import demangle, without_parameters
+from postmortem.findings import Finding, FindingCode
 from postmortem.gdb.banner import parse_exception_banner
 from postmortem.gdb.location import parse_backtrace, parse_info_symbol
 from postmortem.gdb.model import CudaException, Frame, Parsed, Unparsed
@@ -31,7 +32,17 @@ from postmortem.summary import DumpSummary, summarize
 T = TypeVar("T")
 
 # Known failures the driver already worked around by its retry (gdb/run.py).
-_HANDLED_BY_RETRY = {"python-unwinder-fault", "no-python-support-files"}
+_HANDLED_BY_RETRY = frozenset(
+    {FindingCode.GDB_PYTHON_UNWINDER_FAULT, FindingCode.GDB_NO_PYTHON_SUPPORT_FILES}
+)
+# Known failures after which cuda-gdb's tables say nothing about the dump.
+_REFUSED = frozenset(
+    {
+        FindingCode.GDB_COREDUMP_REFUSED,
+        FindingCode.GDB_NOT_A_COREDUMP,
+        FindingCode.GDB_CUBIN_ABI_TOO_NEW,
+    }
+)
 
 # Row sizes cuda-gdb 11.8 assumes (toolchain.md): longer rows are misread by it.
 _OLD_ROW_SIZES = {t.SM_TABLE: 8, t.CTA_TABLE: 24, t.WP_TABLE: 32, t.LN_TABLE: 48}
@@ -61,8 +72,8 @@ class CrossCheck:
     """False when cuda-gdb would not open the dump (its tables then say nothing)."""
     longer_rows: tuple[str, ...]
     """Tables whose rows are longer than cuda-gdb 11.8 reads them (its tables may be wrong)."""
-    notes: tuple[str, ...]
-    """Known cuda-gdb failures seen in the session, in words."""
+    notes: tuple[Finding, ...]
+    """Known cuda-gdb failures seen in the session (those its retry cured left out)."""
     backtrace: tuple[Frame, ...] = ()
     """cuda-gdb's `bt` of the focus lane (its unwinding and inline function names)."""
 
@@ -84,8 +95,7 @@ def crosscheck(
     """
     summary = summary or summarize(core)
     banner = _value(parse_exception_banner(session.banner))
-    refused = {"gpu-coredump-refused", "not-a-gpu-coredump", "cubin-abi-too-new"}
-    opened = not refused & {d.code for d in session.diagnoses}
+    opened = not _REFUSED & {d.code for d in session.diagnoses}
     faults = [f for f in summary.faults if f.source is FaultSource.LANE]
     checks: list[Check] = []
     if faults:
@@ -95,8 +105,8 @@ def crosscheck(
     checks += _focus_table_checks(core, session)
     if not opened:  # what it printed after refusing the dump says nothing about the dump
         checks = [Check(c.fact, c.native, None) for c in checks]
-    handled = _HANDLED_BY_RETRY if session.retried else set()
-    notes = tuple(d.message for d in session.diagnoses if d.code not in handled)
+    handled = _HANDLED_BY_RETRY if session.retried else frozenset()
+    notes = tuple(d for d in session.diagnoses if d.code not in handled)
     frames = _value(parse_backtrace(session.output("bt") or "")) if opened else None
     return CrossCheck(
         session.version, tuple(checks), opened, _longer_rows(core), notes, frames or ()

@@ -1,0 +1,77 @@
+"""Findings: everything postmortem says is wrong or limited, as one typed value.
+
+A finding is what we saw (`message`, one line), the evidence for it, what it does not
+prove (`caveat`), and what to do (`remedy`). Its `code` comes from `FindingCode`, whose
+values are the stable strings reports and scripts use ("no-line-info"), so no finding is
+ever recognised by matching its text. Every layer makes them: the cubin and dump
+diagnoses, the known failures of cuda-gdb read from its output, the deadlock patterns of a
+hang, the limits of forensics, the salvage of a damaged dump.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+
+class Severity(Enum):
+    """How much a finding limits the answer."""
+
+    INFO = "info"
+    WARNING = "warning"
+    ERROR = "error"
+
+
+class FindingCode(Enum):
+    """What a finding is about; the value is the stable code reports print."""
+
+    # The build of the faulting code (analysis/diagnose.py).
+    NO_LINE_INFO = "no-line-info"
+    LINE_INFO_REMOVED = "line-info-removed"
+    DEVICE_DEBUG_BUILD = "device-debug-build"
+    # Where the PC is.
+    PC_OUTSIDE_MODULES = "pc-outside-modules"
+    IMAGE_MISSING = "image-missing"
+    LANE_OFFSET_MISMATCH = "lane-offset-mismatch"
+    IMPRECISE_PC = "imprecise-pc"
+    # nvdisasm.
+    NVDISASM_MISSING = "nvdisasm-missing"
+    NVDISASM_FAILED = "nvdisasm-failed"
+    # What the reader set aside (analysis/salvage.py).
+    PARTIAL_DUMP = "partial-dump"
+    ROOT_LEVEL_IMAGE = "root-level-image"
+    TOO_MANY_ROWS = "too-many-rows"
+    UNREADABLE_IMAGE = "unreadable-image"
+    BAD_STRING = "bad-string"
+    # Deadlock patterns of a hang (analysis/hang.py).
+    DIVERGENT_BARRIER = "divergent-barrier"
+    CONVERGENCE_SPLIT = "convergence-split"
+    SPIN_WAIT = "spin-wait"
+    HANG_LIMITED = "hang-limited"
+    # Forensics that could not be done in full (analysis/forensics.py).
+    FORENSICS_LIMITED = "forensics-limited"
+    # Known cuda-gdb failures, recognised by their text (gdb/faults.py).
+    GDB_PYTHON_UNWINDER_FAULT = "python-unwinder-fault"
+    GDB_CUBIN_ABI_TOO_NEW = "cubin-abi-too-new"
+    GDB_INTERNAL_ERROR = "cuda-gdb-internal-error"
+    GDB_NO_PYTHON_SUPPORT_FILES = "no-python-support-files"
+    GDB_CUOBJDUMP_MISSING = "cuobjdump-missing"
+    GDB_NEEDS_MEMCHECK_ADDRESS = "needs-memcheck-address"
+    GDB_COREDUMP_REFUSED = "gpu-coredump-refused"
+    GDB_NOT_A_COREDUMP = "not-a-gpu-coredump"
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """One thing postmortem found wrong or limited, with its evidence and remedy."""
+
+    code: FindingCode
+    severity: Severity
+    message: str
+    """What we saw, in one line."""
+    evidence: tuple[str, ...] = ()
+    """What shows it (a tool's output line, the warps at a barrier)."""
+    remedy: str | None = None
+    """What to do about it, when something can be done."""
+    caveat: str | None = None
+    """What the evidence does not prove, when it stops short of proof."""
