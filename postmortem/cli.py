@@ -19,7 +19,7 @@ from postmortem.analysis.analyze import AnalyzeOptions, analyze_dump
 from postmortem.analysis.fault import LocalizeOptions
 from postmortem.analysis.source import PathMap
 from postmortem.coredump import open_coredump
-from postmortem.errors import PostmortemError, ToolFailed, ToolNotFound
+from postmortem.errors import ExitStatus, PostmortemError
 from postmortem.extract import extract_cubins, render_index
 from postmortem.report.context import build_report
 from postmortem.report.info import render_info_json, render_info_text
@@ -27,11 +27,6 @@ from postmortem.report.render import FORMATS, render_report
 from postmortem.report.textsafe import escape_controls
 from postmortem.scan import cli_support as scan_cli
 from postmortem.summary import summarize
-
-EXIT_OK = 0
-EXIT_INTERNAL = 1
-EXIT_BAD_INPUT = 2
-EXIT_TOOL = 3
 
 T = TypeVar("T")
 F = TypeVar("F", bound=Callable[..., Any])
@@ -48,8 +43,7 @@ def _run(debug: bool, action: Callable[[], T]) -> T:
         click.echo(escape_controls(f"error: {error}"), err=True)
         if error.hint:
             click.echo(escape_controls(f"hint: {error.hint}"), err=True)
-        code = EXIT_TOOL if isinstance(error, ToolFailed | ToolNotFound) else EXIT_BAD_INPUT
-        sys.exit(code)
+        sys.exit(error.exit_status)
     except KeyboardInterrupt:
         sys.exit(130)
     except Exception as error:  # a bug of ours: say so in one line, details with --debug
@@ -57,7 +51,7 @@ def _run(debug: bool, action: Callable[[], T]) -> T:
             traceback.print_exc()
         line = f"internal error: {type(error).__name__}: {error} (rerun with --debug)"
         click.echo(escape_controls(line), err=True)
-        sys.exit(EXIT_INTERNAL)
+        sys.exit(ExitStatus.INTERNAL)
 
 
 def _path_maps(
@@ -372,7 +366,7 @@ def signature(cores: tuple[Path, ...], **settings: object) -> None:
     click.echo(text, nl=False)
     for error in errors:
         click.echo(error, err=True)
-    sys.exit(EXIT_BAD_INPUT if errors else EXIT_OK)
+    sys.exit(ExitStatus.BAD_INPUT if errors else ExitStatus.OK)
 
 
 if __name__ == "__main__":  # pragma: no cover

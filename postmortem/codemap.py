@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from postmortem.coredump.faults import read_faults
 from postmortem.coredump.reader import Coredump
 from postmortem.cubin.inspect import CubinSummary, summarize_cubin
-from postmortem.cubin.nvinfo import NvInfoError, ToolkitInfo, read_toolkit_info
-from postmortem.errors import MalformedElf
+from postmortem.cubin.nvinfo import ToolkitInfo, read_toolkit_info
+from postmortem.errors import MalformedElf, NvInfoError
 from postmortem.model import CodeLocation, Fault, Module
 
 __all__ = ["CodeMap", "LoadedModule", "find_faults"]

@@ -1,20 +1,45 @@
-"""The one exception hierarchy of postmortem.
+"""The one exception hierarchy of postmortem, and the exit statuses of its commands.
 
-Every error the library raises on purpose is a `PostmortemError`. Its `str()` is one
-line a user can act on: what is wrong, where, and the numbers. `hint`, when set, says
-what to do next. Only `postmortem.cli` turns these into exit codes.
+Every error the library raises on purpose is a `PostmortemError`, and every one of them is
+defined here. Its `str()` is one line a user can act on: what is wrong, where, and the
+numbers. `hint`, when set, says what to do next. Each class carries the exit status a
+command ends with when it stops on it (`exit_status`); `postmortem.cli` reads it from
+there, never by testing the class. A foreign exception (an OSError, a decoder's error) is
+translated into one of these where it enters, never left to reach the command line.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import IntEnum
 from pathlib import Path
+from typing import ClassVar
+
+
+class ExitStatus(IntEnum):
+    """How a command ends (stable: scripts and CI rely on it)."""
+
+    OK = 0
+    """Done."""
+    INTERNAL = 1
+    """A bug of ours (the message says to rerun with --debug and report it)."""
+    BAD_INPUT = 2
+    """The input is not a readable CUDA coredump, holds no GPU state, or an option or an
+    output file cannot be used."""
+    TOOL = 3
+    """An external tool the command cannot do without failed or is missing."""
+    SCAN_ERRORS = 4
+    """A scan finished, but some dumps are error rows."""
+    INTERRUPTED = 130
+    """Interrupted (Ctrl-C); what was finished was written."""
 
 
 class PostmortemError(Exception):
     """Base class of every error postmortem raises on purpose."""
 
     hint: str | None = None
+    exit_status: ClassVar[ExitStatus] = ExitStatus.BAD_INPUT
+    """The status a command ends with when it stops on this error."""
 
 
 @dataclass(eq=False)
@@ -118,6 +143,8 @@ class CompressedDumpError(PostmortemError):
 class ToolNotFound(PostmortemError):
     """An external tool (nvdisasm, cuobjdump, cuda-gdb) is not installed where we looked."""
 
+    exit_status: ClassVar[ExitStatus] = ExitStatus.TOOL
+
     tool: str
     searched: tuple[str, ...]
     install: str
@@ -133,6 +160,8 @@ class ToolNotFound(PostmortemError):
 @dataclass(eq=False)
 class ToolFailed(PostmortemError):
     """An external tool ran but failed or timed out."""
+
+    exit_status: ClassVar[ExitStatus] = ExitStatus.TOOL
 
     tool: str
     argv: tuple[str, ...]
@@ -193,3 +222,51 @@ class NoGpuState(PostmortemError):
         )
 
     hint = "a dump written before any kernel ran, or one whose SM, warp and lane tables were lost"
+
+
+@dataclass(eq=False)
+class NvInfoError(PostmortemError):
+    """A cubin, or one of its ``.nv.info`` sections or notes, is malformed."""
+
+    where: str
+    """The section or structure that is malformed."""
+    problem: str
+    """What is wrong with it, with the numbers."""
+
+    def __str__(self) -> str:
+        return f"{self.where}: {self.problem}"
+
+
+@dataclass(eq=False)
+class BadOption(PostmortemError):
+    """An option value that cannot be used (a pattern, a date, an output folder)."""
+
+    option: str
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{self.option}: {self.reason}"
+
+
+@dataclass(eq=False)
+class ScanOutputError(PostmortemError):
+    """An index or JSON-lines file of a scan that cannot be written."""
+
+    path: Path
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{self.path}: cannot write the scan's output: {self.reason}"
+
+
+@dataclass(eq=False)
+class ScanCacheError(PostmortemError):
+    """The scan cache file cannot be opened or written."""
+
+    path: Path
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{self.path}: cannot use the scan cache: {self.reason}"
+
+    hint = "pass --cache FILE somewhere writable, or --no-cache"

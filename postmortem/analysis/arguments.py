@@ -7,7 +7,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from postmortem.coredump import Coredump
-from postmortem.cubin.nvinfo import KernelInfo, NvInfoError, read_kernel_info
+from postmortem.cubin.nvinfo import KernelInfo, read_kernel_info
+from postmortem.errors import NvInfoError
 from postmortem.model import Grid
 
 # Device pointers are user-space virtual addresses above 4 GiB (the driver maps device

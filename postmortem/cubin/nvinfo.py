@@ -27,30 +27,18 @@ import struct
 from dataclasses import dataclass
 
 from postmortem.cubin.elfimage import ElfImage
-from postmortem.errors import MalformedElf
+from postmortem.errors import MalformedElf, NvInfoError
 
 __all__ = [
     "ATTRIBUTE_NAMES",
     "KernelInfo",
     "KernelParam",
     "NvInfoAttribute",
-    "NvInfoError",
     "ToolkitInfo",
     "parse_attributes",
     "read_kernel_info",
     "read_toolkit_info",
 ]
-
-
-class NvInfoError(ValueError):
-    """A cubin, or one of its ``.nv.info`` sections or notes, is malformed."""
-
-    def __init__(self, where: str, problem: str) -> None:
-        super().__init__(f"{where}: {problem}")
-        self.where = where
-        """The section or structure that is malformed."""
-        self.problem = problem
-        """What is wrong with it, with the numbers."""
 
 
 # Number and name (without EIATTR_) as cuobjdump 13.5 prints them, learnt by rewriting the

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
-from postmortem.errors import PostmortemError
+from postmortem.errors import ScanCacheError
 from postmortem.scan.row import DumpRow, row_from_dict, row_to_dict
 
 _SCHEMA = 3
@@ -61,20 +61,6 @@ class FileState:
 def _key(path: str) -> bytes:
     # The file system's own bytes: a name that is not UTF-8 is still a key.
     return os.fsencode(path)
-
-
-class ScanCacheError(PostmortemError):
-    """The cache file cannot be opened or written."""
-
-    def __init__(self, path: Path, reason: str) -> None:
-        super().__init__(path, reason)
-        self.path = path
-        self.reason = reason
-
-    def __str__(self) -> str:
-        return f"{self.path}: cannot use the scan cache: {self.reason}"
-
-    hint = "pass --cache FILE somewhere writable, or --no-cache"
 
 
 def default_cache_path() -> Path:

@@ -16,7 +16,7 @@ from typing import Any
 from postmortem.analysis.analyze import AnalyzeOptions
 from postmortem.analysis.fault import LocalizeOptions
 from postmortem.analysis.signature import Signature, SignatureRules, load_rules
-from postmortem.errors import PostmortemError
+from postmortem.errors import BadOption, ExitStatus, PostmortemError
 from postmortem.report.textsafe import escape_controls
 from postmortem.scan.cache import default_cache_path
 from postmortem.scan.command import (
@@ -37,18 +37,6 @@ __all__ = ["INDEX_FORMATS", "ScanRequest", "exit_status", "run", "scan_request"]
 _TOOL_TIMEOUT_S = 120.0
 
 
-class BadScanOption(PostmortemError):
-    """An option value of `scan` or `signature` that cannot be used."""
-
-    def __init__(self, option: str, reason: str) -> None:
-        super().__init__(option, reason)
-        self.option = option
-        self.reason = reason
-
-    def __str__(self) -> str:
-        return f"{self.option}: {self.reason}"
-
-
 @dataclass(frozen=True, slots=True)
 class ScanRequest:
     """A scan, ready to run: where, how, and where the results go."""
@@ -62,7 +50,7 @@ def _rules(path: Any) -> SignatureRules:
     try:
         return load_rules(path)
     except (OSError, ValueError) as error:
-        raise BadScanOption("--rules", str(error)) from None
+        raise BadOption("--rules", str(error)) from None
 
 
 def _analyze_options(values: Mapping[str, Any], cuda_gdb: bool, timeout_s: float) -> AnalyzeOptions:
@@ -81,7 +69,7 @@ def _check_patterns(patterns: tuple[str, ...]) -> None:
         for pattern in patterns:
             compile_pattern(pattern)
     except ValueError as error:
-        raise BadScanOption("--name-pattern", str(error)) from None
+        raise BadOption("--name-pattern", str(error)) from None
 
 
 def _usable_cpus() -> int:
@@ -99,13 +87,13 @@ def _check_outputs(values: Mapping[str, Any]) -> None:
             continue
         folder = Path(target).parent
         if not folder.is_dir():
-            raise BadScanOption(option, f"{target}: the folder {folder} does not exist")
+            raise BadOption(option, f"{target}: the folder {folder} does not exist")
         if not os.access(folder, os.W_OK):
-            raise BadScanOption(option, f"{target}: the folder {folder} is not writable")
+            raise BadOption(option, f"{target}: the folder {folder} is not writable")
 
 
 def scan_request(roots: tuple[Path, ...], values: Mapping[str, Any], tty: bool) -> ScanRequest:
-    """The scan the options of `postmortem scan` ask for; raises BadScanOption."""
+    """The scan the options of `postmortem scan` ask for; raises BadOption."""
     patterns = tuple(values.get("name_patterns") or ())
     _check_patterns(patterns)
     since = None
@@ -113,7 +101,7 @@ def scan_request(roots: tuple[Path, ...], values: Mapping[str, Any], tty: bool) 
         try:
             since = parse_since(str(values["since"]), time.time())
         except ValueError as error:
-            raise BadScanOption("--since", str(error)) from None
+            raise BadOption("--since", str(error)) from None
     fmt = str(values["fmt"])
     reports = values.get("reports_dir")
     report_format = values.get("report_format") or ("text" if fmt == "text" else fmt)
@@ -122,7 +110,7 @@ def scan_request(roots: tuple[Path, ...], values: Mapping[str, Any], tty: bool) 
         try:
             reports.mkdir(parents=True, exist_ok=True)
         except OSError as error:
-            raise BadScanOption("--reports", f"{reports}: {error.strerror or error}") from None
+            raise BadOption("--reports", f"{reports}: {error.strerror or error}") from None
     timeout_s = float(values["timeout"])
     cuda_gdb = reports is not None and not values.get("no_gdb")
     work = WorkOptions(
@@ -154,7 +142,7 @@ def summary_line(result: ScanResult, output: Path) -> str:
     )
 
 
-def exit_status(result: ScanResult) -> int:
+def exit_status(result: ScanResult) -> ExitStatus:
     """The exit status of `postmortem scan` for `result`."""
     return scan_exit_status(result)
 

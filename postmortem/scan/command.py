@@ -14,14 +14,10 @@ from postmortem.analysis.signature import (
     compute_signature,
     signature_input,
 )
-from postmortem.errors import PostmortemError
+from postmortem.errors import ExitStatus, ScanOutputError
 from postmortem.scan.index import build_index, json_lines, render_index
 from postmortem.scan.progress import ProgressBar
 from postmortem.scan.run import ScanOptions, ScanResult, run_scan
-
-EXIT_SCAN_ERRORS = 4
-"""The scan finished, and some dumps are error rows (unreadable, corrupt, timed out)."""
-EXIT_INTERRUPTED = 130
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,23 +68,11 @@ def _write(path: Path, text: str) -> None:
         raise ScanOutputError(path, error.strerror or str(error)) from None
 
 
-class ScanOutputError(PostmortemError):
-    """An index or JSON-lines file that cannot be written."""
-
-    def __init__(self, path: Path, reason: str) -> None:
-        super().__init__(path, reason)
-        self.path = path
-        self.reason = reason
-
-    def __str__(self) -> str:
-        return f"{self.path}: cannot write the scan's output: {self.reason}"
-
-
-def scan_exit_status(result: ScanResult) -> int:
-    """130 when interrupted, `EXIT_SCAN_ERRORS` when a dump is an error row, else 0."""
+def scan_exit_status(result: ScanResult) -> ExitStatus:
+    """INTERRUPTED when interrupted, SCAN_ERRORS when a dump is an error row, else OK."""
     if result.interrupted:
-        return EXIT_INTERRUPTED
-    return EXIT_SCAN_ERRORS if result.errors else 0
+        return ExitStatus.INTERRUPTED
+    return ExitStatus.SCAN_ERRORS if result.errors else ExitStatus.OK
 
 
 def sign_dump(path: Path, options: AnalyzeOptions, rules: SignatureRules) -> Signature:

@@ -20,12 +20,12 @@ from hypothesis import strategies as st
 from postmortem.cubin.elfimage import ElfImage
 from postmortem.cubin.nvinfo import (
     ATTRIBUTE_NAMES,
-    NvInfoError,
     ToolkitInfo,
     parse_attributes,
     read_kernel_info,
     read_toolkit_info,
 )
+from postmortem.errors import NvInfoError
 from tests.conftest import FIXTURES
 from tests.tooling import require_tool
 
