@@ -22,6 +22,9 @@ class KernelLaunch:
     grid: Grid
     kernel: str | None
     """Mangled name, when a relocated image holds the entry address."""
+    faulted: bool = False
+    """A fault record names this grid (or, for an SM-level fault that names none, this
+    grid's kernel holds the error PC)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,11 +90,13 @@ def summarize(core: Coredump, code_map: CodeMap | None = None) -> DumpSummary:
         )
         for loaded in code_map.modules()
     )
+    faults = find_faults(core, code_map)
     launches = []
     for device in core.devices:
         for grid in core.grids(device):
             location = code_map.locate(device.index, grid.function_entry)
-            launches.append(KernelLaunch(grid, location.function if location else None))
+            kernel = location.function if location else None
+            launches.append(KernelLaunch(grid, kernel, _faulted(grid, kernel, faults)))
     return DumpSummary(
         path=str(core.path),
         file_size=core.file_size,
@@ -107,10 +112,23 @@ def summarize(core: Coredump, code_map: CodeMap | None = None) -> DumpSummary:
         modules=modules,
         launches=tuple(launches),
         census=_census(core),
-        faults=find_faults(core, code_map),
+        faults=faults,
         optional_sections=_optional_sections(core),
         findings=dump_findings(core, code_map),
     )
+
+
+def _faulted(grid: Grid, kernel: str | None, faults: tuple[Fault, ...]) -> bool:
+    for fault in faults:
+        if fault.device_index != grid.device_index:
+            continue
+        if grid.grid_id is not None and fault.grid_id == grid.grid_id:
+            return True
+        # An SM-level fault names no grid: the code its PC is in names the kernel.
+        location = fault.location
+        if fault.grid_id is None and location and kernel and location.function == kernel:
+            return True
+    return False
 
 
 def _holdings(core: Coredump, code_map: CodeMap) -> str:

@@ -5,13 +5,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from postmortem import __version__
 from postmortem.analysis.census import CensusRow, fault_census
-from postmortem.analysis.crosscheck import CrossCheck, crosscheck
+from postmortem.analysis.crosscheck import CrossCheck, crosscheck, named_by_gdb
 from postmortem.analysis.fault import FaultSite, LocalizeOptions, localize
 from postmortem.analysis.hang import HangAnalysis, analyze_hang
-from postmortem.analysis.provenance import BuildInfo, build_provenance
+from postmortem.analysis.provenance import BuildInfo, ToolUse, build_provenance, tool_uses
 from postmortem.analysis.salvage import dump_findings
 from postmortem.analysis.state import KernelState, gpu_state, kernel_code, warp_pcs
+from postmortem.analysis.verdict import Verdict, VerdictKind, decide
 from postmortem.codemap import CodeMap
 from postmortem.coredump import Coredump, open_coredump
 from postmortem.errors import ToolFailed, ToolNotFound
@@ -51,6 +53,10 @@ class Analysis:
     """The fault sites merged by kernel and offset, with their lane/warp/CTA/SM counts."""
     builds: tuple[BuildInfo, ...] = ()
     """How the faulting modules (else those of the running grids) were built."""
+    verdict: Verdict = Verdict(VerdictKind.NO_EXCEPTION, "")
+    """What happened, in one line."""
+    provenance: tuple[ToolUse, ...] = ()
+    """Which source gave which facts, and why a tool was not used."""
 
 
 def analyze_dump(path: Path, options: AnalyzeOptions | None = None) -> Analysis:
@@ -66,10 +72,14 @@ def analyze_dump(path: Path, options: AnalyzeOptions | None = None) -> Analysis:
         if options.mode == "hang" or (options.mode == "auto" and not sites):
             hang = analyze_hang(core, warps, options.localize, code_map)
         check, note = _second_opinion(core, path, options, summary)
+        sites = named_by_gdb(sites, check)
         builds = build_provenance(code_map, _modules_that_matter(core, code_map, sites, state))
         # Names read while localizing (a warp's barrier info) may have added findings.
         summary = replace(summary, findings=dump_findings(core, code_map))
-    return Analysis(path, summary, sites, state, hang, check, note, fault_census(sites), builds)
+    return Analysis(
+        path, summary, sites, state, hang, check, note, fault_census(sites), builds,
+        decide(sites, hang, state), tool_uses(__version__, sites, hang, check, note),
+    )  # fmt: skip
 
 
 def _modules_that_matter(

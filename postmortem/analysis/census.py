@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from postmortem.analysis.counts import FaultCounts, count_faults
 from postmortem.analysis.fault import FaultSite
 from postmortem.model import Dim3, Fault
 
@@ -28,11 +29,7 @@ class CensusRow:
     """The PC's offset in its code section."""
     exceptions: tuple[int, ...]
     faults: tuple[Fault, ...]
-    lanes: int
-    warps: int
-    ctas: int
-    sms: int
-    devices: int
+    counts: FaultCounts
     blocks: CoordinateRange | None
     threads: CoordinateRange | None
     sms_seen: tuple[tuple[int, int], ...]
@@ -48,22 +45,15 @@ def fault_census(sites: Sequence[FaultSite]) -> tuple[CensusRow, ...]:
             key = (None, site.error_pc)  # unlocated PCs stay apart
         groups.setdefault(key, []).extend(site.faults)
     rows = [_row(kernel, offset, faults) for (kernel, offset), faults in groups.items()]
-    return tuple(sorted(rows, key=lambda row: (-row.lanes, -len(row.faults))))
+    return tuple(sorted(rows, key=lambda row: (-row.counts.lanes, -len(row.faults))))
 
 
 def _row(kernel: str | None, offset: int | None, faults: list[Fault]) -> CensusRow:
-    warps = {
-        (f.device_index, f.sm_id, f.block_idx, f.warp_id) for f in faults if f.warp_id is not None
-    }
-    ctas = {(f.device_index, f.grid_id, f.block_idx) for f in faults if f.block_idx is not None}
     return CensusRow(
         kernel, offset,
         tuple(sorted({f.exception for f in faults if f.exception is not None})),
         tuple(faults),
-        sum(1 for f in faults if f.lane is not None),
-        len(warps), len(ctas),
-        len({(f.device_index, f.sm_id) for f in faults}),
-        len({f.device_index for f in faults}),
+        count_faults(faults),
         _range([f.block_idx for f in faults if f.block_idx is not None]),
         _range([f.thread_idx for f in faults if f.thread_idx is not None]),
         tuple(sorted({(f.device_index, f.sm_id) for f in faults if f.sm_id is not None})),

@@ -14,9 +14,11 @@ report a disagreement that is cuda-gdb's misreading.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from pathlib import PurePosixPath
 from typing import TypeVar
 
+from postmortem.analysis.fault import FaultSite, FrameName
 from postmortem.coredump import Coredump
 from postmortem.coredump import tables as t
 from postmortem.demangle import demangle, without_parameters
@@ -229,3 +231,22 @@ def _join(items: Sequence[str]) -> str:
 
 def _maybe(items: Sequence[str] | None) -> str | None:
     return None if items is None else _join(items)
+
+
+def named_by_gdb(sites: Sequence[FaultSite], check: CrossCheck | None) -> tuple[FaultSite, ...]:
+    """The sites, the innermost frame of the first one named after cuda-gdb's `bt`.
+
+    nvdisasm's -gi prints no function names; cuda-gdb's `bt` says `at F:L in X inlined
+    from …` for the innermost inlined function X, at the focus lane (a lane of the first
+    site). The name is taken only where cuda-gdb's file and line are the frame's.
+    """
+    if check is None or not check.backtrace or not sites or not sites[0].quoted:
+        return tuple(sites)
+    top, frame = check.backtrace[0], sites[0].quoted[0].frame
+    same_place = top.line == frame.line and (
+        PurePosixPath(top.file or "").name == PurePosixPath(frame.file).name
+    )
+    if not same_place or not top.inline_function:
+        return tuple(sites)
+    names = (FrameName(top.inline_function, "cuda-gdb"),) + (None,) * (len(sites[0].quoted) - 1)
+    return (replace(sites[0], frame_names=names), *sites[1:])

@@ -23,6 +23,7 @@ from postmortem.coredump import Coredump
 from postmortem.cubin.inspect import Function
 from postmortem.cubin.nvdisasm import Disassembly
 from postmortem.cubin.sass import SassInstruction, SassListing, SourceFrame
+from postmortem.demangle import demangle, without_parameters
 from postmortem.findings import Finding
 from postmortem.model import Fault, FaultSource, Module, describe_exception
 
@@ -39,6 +40,20 @@ class LocalizeOptions:
     """False: native facts only, no nvdisasm."""
     nvdisasm: str | Path | None = None
     timeout: float = 120.0
+
+
+@dataclass(frozen=True, slots=True)
+class FrameName:
+    """The function a frame of an inline chain is in, and who said so."""
+
+    function: str
+    """Its name as the source gave it (mangled, or demangled with parameters)."""
+    source: str
+    """Where the name came from: "cuda-gdb"."""
+
+    @property
+    def demangled(self) -> str:
+        return demangle(self.function)
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,11 +80,20 @@ class FaultSite:
     diagnoses: tuple[Finding, ...]
     forensics: Forensics | None = None
     """The instruction decoded and its address per lane; None without an instruction."""
+    frame_names: tuple[FrameName | None, ...] = ()
+    """The function of each frame of `quoted`, where a source names it (else None)."""
 
     @property
     def module_handle(self) -> int | None:
         """The module's handle (None without a module, or for a root-level image)."""
         return None if self.module is None else self.module.module_handle
+
+    @property
+    def location(self) -> str | None:
+        """``kernel+0xd0``: the function (parameters dropped) and the offset of the PC."""
+        if self.function is None or self.offset is None:
+            return None
+        return f"{without_parameters(self.function.demangled)}+0x{self.offset:x}"
 
 
 def localize(

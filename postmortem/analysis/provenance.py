@@ -3,11 +3,15 @@ and what they say about line info ("compiled without -lineinfo" versus "removed 
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from postmortem.analysis.crosscheck import CrossCheck
+from postmortem.analysis.fault import FaultSite
+from postmortem.analysis.hang import HangAnalysis
 from postmortem.codemap import CodeMap
 from postmortem.cubin.nvinfo import ToolkitInfo
+from postmortem.findings import FindingCode
 from postmortem.model import Module
 
 
@@ -54,3 +58,60 @@ def build_provenance(code_map: CodeMap, modules: Iterable[Module]) -> tuple[Buil
             )
         )  # fmt: skip
     return tuple(found)
+
+
+@dataclass(frozen=True, slots=True)
+class ToolUse:
+    """Where a report's facts came from: one source, whether it was used, and if not, why."""
+
+    source: str
+    """"native reader", "nvdisasm" or "cuda-gdb"."""
+    version: str | None
+    facts: str
+    """Which facts it gave."""
+    used: bool
+    note: str | None
+    """Why it was not used, or what limited it."""
+    image: str | None = None
+    """For nvdisasm: which copy of the image it read (`postmortem.cubin.normalize`)."""
+
+
+def tool_uses(
+    version: str,
+    sites: Sequence[FaultSite],
+    hang: HangAnalysis | None,
+    check: CrossCheck | None,
+    gdb_note: str | None,
+) -> tuple[ToolUse, ...]:
+    """The provenance of an analysis: the native reader, nvdisasm and cuda-gdb."""
+    listing = next((s.disassembly for s in sites if s.disassembly), None)
+    if listing is None and hang is not None and hang.disassemblies:
+        listing = hang.disassemblies[0]
+    trouble = next(
+        (d.message for s in sites for d in s.diagnoses if d.code in _NVDISASM_TROUBLE), None
+    )
+    why_no_listing = trouble or ("not run" if sites else "no fault to disassemble")
+    gdb_why = gdb_note if check is None else (
+        None if check.opened
+        else "; ".join(n.message for n in check.notes) or "could not read the dump"
+    )  # fmt: skip
+    return (
+        ToolUse(
+            "native reader", version,
+            "exception, error PC, threads, kernel+offset, launches, devices, modules, "
+            "metadata, GPU state", True, None,
+        ),
+        ToolUse(
+            "nvdisasm", listing.tool_version if listing else None,
+            "SASS instructions, inline chains (-gi)", listing is not None,
+            None if listing else why_no_listing, listing.image if listing else None,
+        ),
+        ToolUse(
+            "cuda-gdb", check.version if check else None,
+            "second opinion on the native facts; backtrace with inline function names",
+            bool(check and check.opened), gdb_why,
+        ),
+    )  # fmt: skip
+
+
+_NVDISASM_TROUBLE = frozenset({FindingCode.NVDISASM_MISSING, FindingCode.NVDISASM_FAILED})

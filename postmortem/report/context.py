@@ -10,20 +10,22 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime, timezone
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Any
 
 from postmortem import __version__
 from postmortem.analysis.analyze import Analysis
+from postmortem.analysis.counts import count_faults
 from postmortem.analysis.crosscheck import CrossCheck
 from postmortem.analysis.fault import FaultSite
 from postmortem.analysis.hang import HangAnalysis
+from postmortem.analysis.provenance import ToolUse
 from postmortem.analysis.state import KernelState
-from postmortem.cubin.nvdisasm import Disassembly
-from postmortem.demangle import demangle, without_parameters
-from postmortem.findings import Finding, FindingCode
+from postmortem.analysis.verdict import Verdict, VerdictKind
+from postmortem.demangle import demangle
+from postmortem.findings import Finding
 from postmortem.model import Fault, FaultSource
-from postmortem.report.forensics import builds_json, census_json, forensics_json
+from postmortem.report.forensics import builds_json, census_json, counts_json, forensics_json
 from postmortem.report.values import (
     Json,
     dim_or_none,
@@ -32,7 +34,7 @@ from postmortem.report.values import (
     kernel_json,
     version_or_none,
 )
-from postmortem.summary import DumpSummary
+from postmortem.summary import DumpSummary, KernelLaunch
 
 SCHEMA = "postmortem.report/1"
 
@@ -41,14 +43,13 @@ def build_report(analysis: Analysis) -> Json:
     """The report of one analysis as plain data (the JSON output is exactly this)."""
     summary = analysis.summary
     sites = [_site(site) for site in analysis.sites]
-    _name_innermost_frame(sites, analysis.crosscheck)
     return {
         "schema": SCHEMA,
         "tool": {"name": "postmortem", "version": __version__},
         "dump": _dump(analysis.path, summary),
-        "verdict": _verdict(analysis, sites),
+        "verdict": _verdict(analysis.verdict),
         "sites": sites,
-        "launches": [_launch(x, analysis.sites) for x in summary.launches],
+        "launches": [_launch(x) for x in summary.launches],
         "devices": [_device(d) for d in summary.devices],
         "state": [_state(k) for k in analysis.state],
         "modules": [_module(m) for m in summary.modules],
@@ -57,27 +58,8 @@ def build_report(analysis: Analysis) -> Json:
         "census": census_json(analysis.census),
         "builds": builds_json(analysis.builds),
         "crosscheck": _crosscheck(analysis.crosscheck, analysis.gdb_note),
-        "provenance": _provenance(analysis),
+        "provenance": _provenance(analysis.provenance),
     }
-
-
-def _name_innermost_frame(sites: list[Json], check: CrossCheck | None) -> None:
-    """Give the first site's innermost frame the function cuda-gdb names there, if it does.
-
-    nvdisasm's -gi prints no function names; cuda-gdb's `bt` says `at F:L in X inlined
-    from …` for the innermost inlined function X.
-    """
-    for site in sites:
-        for frame in site["chain"]:
-            frame["function"], frame["function_source"] = None, None
-    if check is None or not check.backtrace or not sites or not sites[0]["chain"]:
-        return
-    top, frame = check.backtrace[0], sites[0]["chain"][0]
-    same_place = top.line == frame["line"] and (
-        PurePosixPath(top.file or "").name == PurePosixPath(frame["file"]).name
-    )
-    if same_place and top.inline_function:
-        frame["function"], frame["function_source"] = demangle(top.inline_function), "cuda-gdb"
 
 
 def _hang(hang: HangAnalysis | None) -> Json | None:
@@ -129,36 +111,13 @@ def _dump(path: Path, summary: DumpSummary) -> Json:
     }
 
 
-def _verdict(analysis: Analysis, sites: Sequence[Json]) -> Json:
-    if not sites and analysis.hang is not None:
-        findings = analysis.hang.findings
-        warps = sum(k.warps for k in analysis.state)
-        headline = (
-            f"hang: {findings[0].message}" if findings
-            else f"no exception recorded: {warps} live warps, and no deadlock pattern found "
-            "(a user-triggered dump of a kernel still running, or a hang these rules miss)"
-        )  # fmt: skip
-        return {"kind": "hang", "headline": headline, "findings": len(findings)}
-    if not sites:
-        return {
-            "kind": "no-exception",
-            "headline": "no exception recorded: every warp was live (a hang or a "
-            "user-triggered dump)",
-        }
-    first = sites[0]
-    kernel = first["function"]["demangled"] if first["function"] else "an unknown function"
-    exception = (
-        first["exception"]["name"] if first["exception"]
-        else "stopped at a trap" if first["trap"] else "an unnamed exception"
-    )  # fmt: skip
-    where = ""
-    if first["location"]:
-        where = f" at {first['location']}"
-    return {
-        "kind": "fault",
-        "headline": f"{exception} in {kernel}{where}",
-        "sites": len(sites),
-    }
+def _verdict(verdict: Verdict) -> Json:
+    shown: Json = {"kind": verdict.kind.value, "headline": verdict.headline}
+    if verdict.kind is VerdictKind.FAULT:
+        shown["sites"] = verdict.sites
+    elif verdict.kind is VerdictKind.HANG:
+        shown["findings"] = verdict.findings
+    return shown
 
 
 def _coords(fault: Fault) -> Json:
@@ -175,11 +134,8 @@ def _coords(fault: Fault) -> Json:
 
 
 def _site(site: FaultSite) -> Json:
-    lanes = [f for f in site.faults if f.lane is not None]
     function = site.function
-    location = None
-    if function is not None and site.offset is not None:
-        location = f"{without_parameters(function.demangled)}+0x{site.offset:x}"
+    names = site.frame_names or (None,) * len(site.quoted)
     return {
         "exception": exception_json(site.exception),
         "trap": all(f.source is FaultSource.TRAP for f in site.faults),
@@ -189,16 +145,9 @@ def _site(site: FaultSite) -> Json:
         "function": kernel_json(function.name) if function else None,
         "offset": site.offset,
         "offset_hex": hex_or_none(site.offset),
-        "location": location,
+        "location": site.location,
         "driver_says": next((f.detail for f in site.faults if f.detail), None),
-        "census": {
-            "records": len(site.faults),
-            "lanes": len(lanes),
-            "warps": len({(f.device_index, f.sm_id, f.warp_id) for f in lanes}),
-            "ctas": len({(f.device_index, f.grid_id, f.block_idx) for f in lanes}),
-            "sms": len({(f.device_index, f.sm_id) for f in site.faults}),
-            "devices": len({f.device_index for f in site.faults}),
-        },
+        "census": counts_json(count_faults(site.faults)),
         "faults": [_coords(f) for f in site.faults],
         "instruction": _instruction(site),
         "window": [
@@ -214,8 +163,10 @@ def _site(site: FaultSite) -> Json:
                 "source": q.text,
                 "found_at": None if q.path is None else str(q.path),
                 "missing": q.reason,
+                "function": name.demangled if name else None,
+                "function_source": name.source if name else None,
             }
-            for depth, q in enumerate(site.quoted)
+            for depth, (q, name) in enumerate(zip(site.quoted, names, strict=True))
         ],
         "forensics": forensics_json(site.forensics),
         "diagnoses": [_diagnosis(d) for d in site.diagnoses],
@@ -244,22 +195,8 @@ def _instruction(site: FaultSite) -> Json | None:
     }
 
 
-def _launch(launch: Any, sites: Sequence[FaultSite]) -> Json:
+def _launch(launch: KernelLaunch) -> Json:
     grid = launch.grid
-    faulted = any(
-        f.device_index == grid.device_index
-        and (
-            f.grid_id == grid.grid_id
-            # an SM-level fault names no grid: its code location names the kernel
-            or (
-                f.grid_id is None
-                and site.function is not None
-                and site.function.name == launch.kernel
-            )
-        )
-        for site in sites
-        for f in site.faults
-    )
     return {
         "grid_id": grid.grid_id,
         "device": grid.device_index,
@@ -271,7 +208,7 @@ def _launch(launch: Any, sites: Sequence[FaultSite]) -> Json:
         "context_id": hex_or_none(grid.context_id),
         "module_handle": hex_or_none(grid.module_handle),
         "origin": {0: "CPU", 1: "GPU"}.get(grid.origin) if grid.origin is not None else None,
-        "faulted": faulted,
+        "faulted": launch.faulted,
     }
 
 
@@ -367,54 +304,15 @@ def _frame_text(frame: Any) -> str:
     return text
 
 
-def _disassembly(analysis: Analysis) -> Disassembly | None:
-    """The first listing the report shows (a fault site's, else a stuck kernel's): its tool
-    version and which copy of the image nvdisasm read go in the provenance."""
-    found = next((s.disassembly for s in analysis.sites if s.disassembly), None)
-    if found is None and analysis.hang is not None and analysis.hang.disassemblies:
-        found = analysis.hang.disassemblies[0]
-    return found
-
-
-def _provenance(analysis: Analysis) -> list[Json]:
-    disassembly = _disassembly(analysis)
-    disasm_note = None if disassembly else _missing(analysis.sites)
-    check = analysis.crosscheck
+def _provenance(uses: Sequence[ToolUse]) -> list[Json]:
     return [
         {
-            "source": "native reader",
-            "version": __version__,
-            "facts": "exception, error PC, threads, kernel+offset, launches, devices, "
-            "modules, metadata, GPU state",
-            "status": "used",
-            "note": None,
-            "image": None,
-        },
-        {
-            "source": "nvdisasm",
-            "version": disassembly.tool_version if disassembly else None,
-            "facts": "SASS instructions, inline chains (-gi)",
-            "status": "used" if disassembly else "unavailable",
-            "note": disasm_note,
-            "image": disassembly.image if disassembly else None,
-        },
-        {
-            "source": "cuda-gdb",
-            "version": check.version if check else None,
-            "facts": "second opinion on the native facts; backtrace with inline function names",
-            "status": "used" if check and check.opened else "unavailable",
-            "note": analysis.gdb_note if check is None else (
-                None if check.opened
-                else "; ".join(n.message for n in check.notes) or "could not read the dump"
-            ),
-            "image": None,
-        },
-    ]  # fmt: skip
-
-
-def _missing(sites: Sequence[FaultSite]) -> str | None:
-    for site in sites:
-        for note in site.diagnoses:
-            if note.code in (FindingCode.NVDISASM_MISSING, FindingCode.NVDISASM_FAILED):
-                return note.message
-    return "not run" if sites else "no fault to disassemble"
+            "source": use.source,
+            "version": use.version,
+            "facts": use.facts,
+            "status": "used" if use.used else "unavailable",
+            "note": use.note,
+            "image": use.image,
+        }
+        for use in uses
+    ]

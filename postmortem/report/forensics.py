@@ -8,6 +8,7 @@ from collections.abc import Sequence
 
 from postmortem.analysis.arguments import KernelArgument, KernelArguments
 from postmortem.analysis.census import CensusRow, CoordinateRange
+from postmortem.analysis.counts import FaultCounts
 from postmortem.analysis.forensics import Forensics
 from postmortem.analysis.provenance import BuildInfo
 from postmortem.report.values import Json, dim_or_none, exception_json, hex_or_none, kernel_json
@@ -124,6 +125,18 @@ def _attribution(argument: KernelArgument) -> str:
     return f"{_name(argument)} {sign} 0x{abs(distance):x}"
 
 
+def counts_json(counts: FaultCounts) -> Json:
+    """Records, lanes, warps, CTAs, SMs and devices of a set of faults."""
+    return {
+        "records": counts.records,
+        "lanes": counts.lanes,
+        "warps": counts.warps,
+        "ctas": counts.ctas,
+        "sms": counts.sms,
+        "devices": counts.devices,
+    }
+
+
 def census_json(rows: Sequence[CensusRow]) -> list[Json]:
     """The fault census, one entry per kernel and offset."""
     return [
@@ -131,12 +144,7 @@ def census_json(rows: Sequence[CensusRow]) -> list[Json]:
             "kernel": kernel_json(row.kernel),
             "offset_hex": hex_or_none(row.offset),
             "exceptions": [exception_json(c) for c in row.exceptions],
-            "records": len(row.faults),
-            "lanes": row.lanes,
-            "warps": row.warps,
-            "ctas": row.ctas,
-            "sms": row.sms,
-            "devices": row.devices,
+            **counts_json(row.counts),
             "blocks": _range(row.blocks),
             "threads": _range(row.threads),
             "sms_seen": [list(x) for x in row.sms_seen],

@@ -8,6 +8,7 @@ from collections import defaultdict
 from enum import Enum
 from typing import Any
 
+from postmortem.analysis.counts import count_faults
 from postmortem.model import Fault, describe_exception
 from postmortem.report.textsafe import escape_controls
 from postmortem.report.values import dim3_text, version_or_none
@@ -49,11 +50,9 @@ def _fault_lines(summary: DumpSummary) -> list[str]:
     groups: dict[tuple[int | None, int | None], list[Fault]] = defaultdict(list)
     for fault in summary.faults:
         groups[(fault.exception, fault.error_pc)].append(fault)
-    lanes = sum(1 for f in summary.faults if f.lane is not None)
-    warps = len(
-        {(f.device_index, f.sm_id, f.warp_id) for f in summary.faults if f.warp_id is not None}
-    )
-    others = len(summary.faults) - lanes
+    counts = count_faults(summary.faults)
+    lanes, warps = counts.lanes, counts.warps
+    others = counts.records - lanes
     parts = [f"{_count(lanes, 'lane')} in {_count(warps, 'warp')}"] if lanes else []
     if others:
         parts.append(f"{_count(others, 'warp or SM record')} with no faulting lane")

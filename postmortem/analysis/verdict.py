@@ -1,0 +1,67 @@
+"""The verdict: what happened, in the one line every report starts with."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import Enum
+
+from postmortem.analysis.fault import FaultSite
+from postmortem.analysis.hang import HangAnalysis
+from postmortem.analysis.state import KernelState
+from postmortem.model import FaultSource, describe_exception
+
+
+class VerdictKind(Enum):
+    """What kind of dump it is."""
+
+    FAULT = "fault"
+    """An exception (or a trap): the first fault site says where."""
+    HANG = "hang"
+    """No exception, analyzed as a hang."""
+    NO_EXCEPTION = "no-exception"
+    """No exception, and no hang analysis asked for."""
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """The dump in one line, and how many sites or deadlock patterns stand behind it."""
+
+    kind: VerdictKind
+    headline: str
+    sites: int = 0
+    """Fault sites (for a fault)."""
+    findings: int = 0
+    """Deadlock patterns found (for a hang)."""
+
+
+def site_title(site: FaultSite) -> str:
+    """What happened at a site, in words: the exception's name, or a trap."""
+    if site.exception is not None:
+        return describe_exception(site.exception)
+    if site.faults and all(f.source is FaultSource.TRAP for f in site.faults):
+        return "stopped at a trap"
+    return "an unnamed exception"
+
+
+def decide(
+    sites: Sequence[FaultSite], hang: HangAnalysis | None, state: Sequence[KernelState]
+) -> Verdict:
+    """The verdict of an analysis: its first fault site, else its hang, else no exception."""
+    if not sites and hang is not None:
+        warps = sum(k.warps for k in state)
+        headline = (
+            f"hang: {hang.findings[0].message}" if hang.findings
+            else f"no exception recorded: {warps} live warps, and no deadlock pattern found "
+            "(a user-triggered dump of a kernel still running, or a hang these rules miss)"
+        )  # fmt: skip
+        return Verdict(VerdictKind.HANG, headline, findings=len(hang.findings))
+    if not sites:
+        return Verdict(
+            VerdictKind.NO_EXCEPTION,
+            "no exception recorded: every warp was live (a hang or a user-triggered dump)",
+        )
+    first = sites[0]
+    kernel = first.function.demangled if first.function else "an unknown function"
+    where = f" at {first.location}" if first.location else ""
+    return Verdict(VerdictKind.FAULT, f"{site_title(first)} in {kernel}{where}", len(sites))
