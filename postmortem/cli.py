@@ -20,10 +20,10 @@ from postmortem.analysis.fault import LocalizeOptions
 from postmortem.analysis.source import PathMap
 from postmortem.coredump import open_coredump
 from postmortem.errors import ExitStatus, PostmortemError
-from postmortem.extract import extract_cubins, render_index
+from postmortem.extract import extract_cubins, index_entries
 from postmortem.report.context import build_report
-from postmortem.report.info import render_info_json, render_info_text
-from postmortem.report.render import FORMATS, render_report
+from postmortem.report.info import build_info
+from postmortem.report.render import FORMATS, render
 from postmortem.report.textsafe import escape_controls
 from postmortem.scan import cli_support as scan_cli
 from postmortem.summary import summarize
@@ -107,7 +107,7 @@ def info(core: Path, as_json: bool, debug: bool) -> None:
     def action() -> str:
         with open_coredump(core) as dump:
             summary = summarize(dump)
-        return render_info_json(summary) if as_json else render_info_text(summary)
+        return render("info", build_info(summary), "json" if as_json else "text")
 
     click.echo(_run(debug, action), nl=False)
 
@@ -207,7 +207,7 @@ def analyze(
 
     def action() -> str:
         report = build_report(analyze_dump(core, options))
-        return render_report(report, fmt, color=color, verbose=verbose)
+        return render("analyze", report, fmt, color=color, verbose=verbose)
 
     text = _run(debug, action)
     if output is None:
@@ -236,7 +236,8 @@ def extract(core: Path, out_dir: Path, force: bool, debug: bool) -> None:
         with open_coredump(core) as dump:
             written = extract_cubins(dump, out_dir, force=force)
         where = escape_controls(str(out_dir))
-        return render_index(written) + f"{len(written)} cubin(s) written to {where}\n"
+        index = render("extract", index_entries(written), "text")
+        return index + f"{len(written)} cubin(s) written to {where}\n"
 
     click.echo(_run(debug, action), nl=False)
 

@@ -7,17 +7,17 @@ which one faulted. Existing files are never overwritten unless asked.
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 from postmortem.codemap import CodeMap, find_faults
 from postmortem.coredump import Coredump
 from postmortem.cubin.inspect import CubinSummary, summarize_cubin
 from postmortem.errors import OutputExists
 from postmortem.model import Image, Module
-from postmortem.report.textsafe import escape_controls
+from postmortem.report.render import render
 
 _MAX_STEM = 48
 
@@ -78,11 +78,15 @@ def extract_cubins(
     out_dir.mkdir(parents=True, exist_ok=True)
     for entry, (_, _, data, _) in zip(written, plan, strict=True):
         (out_dir / entry.file).write_bytes(data)
-    (out_dir / "index.json").write_text(
-        json.dumps([asdict(e) for e in written], indent=2, sort_keys=True) + "\n"
-    )
-    (out_dir / "index.txt").write_text(render_index(written))
+    entries = index_entries(written)
+    (out_dir / "index.json").write_text(render("extract", entries, "json"))
+    (out_dir / "index.txt").write_text(render("extract", entries, "text"))
     return written
+
+
+def index_entries(written: tuple[ExtractedCubin, ...]) -> list[dict[str, Any]]:
+    """The extract index's view model (index.json is exactly this)."""
+    return [asdict(e) for e in written]
 
 
 def _summary(data: bytes) -> CubinSummary | None:
@@ -137,20 +141,3 @@ def _file_stem(demangled: str) -> str:
     """`void ns::gemm<float, 4>(Params)` → `gemm`: short, and safe in a file name."""
     base = demangled.split("(", 1)[0].split("<", 1)[0].split("::")[-1].split(" ")[-1]
     return re.sub(r"[^A-Za-z0-9_.-]", "_", base)[:_MAX_STEM] or "kernel"
-
-
-def render_index(entries: tuple[ExtractedCubin, ...]) -> str:
-    """The human-readable index: one block per cubin, the faulting function marked; the
-    control characters of a function name shown escaped."""
-    lines = []
-    for entry in entries:
-        arch = f"sm_{entry.sm_arch}" if entry.sm_arch else "unknown arch"
-        lines.append(
-            f"{entry.file}: {entry.size_bytes} bytes, ELF ABI v{entry.abi_version}, {arch}, "
-            f"device {entry.device_index}, module 0x{entry.module_handle:x}"
-        )
-        for f in entry.functions:
-            kind = "kernel" if f.is_kernel else "device function"
-            mark = "  <-- faulted" if f.faulted else ""
-            lines.append(f"  [{f.symbol_index}] {kind} {f.demangled}{mark}")
-    return "\n".join(escape_controls(line) for line in lines) + "\n"

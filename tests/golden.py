@@ -16,7 +16,7 @@ from pathlib import Path
 from postmortem.analysis.analyze import AnalyzeOptions, analyze_dump
 from postmortem.analysis.fault import LocalizeOptions
 from postmortem.report.context import build_report
-from postmortem.report.render import render_report
+from postmortem.report.render import render
 
 ROOT = Path(__file__).resolve().parent.parent
 GOLDEN = ROOT / "tests" / "golden"
@@ -61,7 +61,7 @@ def render_case(case: Case) -> dict[str, str]:
         LocalizeOptions(window=6, source_dirs=(Path("fixtures/cu"),)), cuda_gdb=case.cuda_gdb
     )
     report = build_report(analyze_dump(Path("fixtures/dumps") / f"{case.dump}.nvcudmp", options))
-    return {fmt: render_report(report, fmt) for fmt in FORMATS}
+    return {fmt: render("analyze", report, fmt) for fmt in FORMATS}
 
 
 def golden_path(case: Case, fmt: str) -> Path:

@@ -1,4 +1,9 @@
-"""Render the report data (report/context.py) as text, Markdown, HTML or JSON.
+"""Render what a command shows, as text, Markdown, HTML or JSON: one `render` for all.
+
+Each kind of output has its view model, built from typed results by its own module:
+`analyze`'s report (report/context.py), `info`'s summary (report/info.py), `extract`'s
+index of cubins (extract.py) and `scan`'s index (scan/index.py). `render` lays any of them
+out with one jinja environment.
 
 Templates live in the top-level `templates/` directory of a checkout, shipped inside the
 wheel as `postmortem/templates/`. They hold layout only. HTML is autoescaped; Markdown
@@ -15,14 +20,32 @@ import json
 import re
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import jinja2
 
+from postmortem.demangle import demangle
 from postmortem.report.textsafe import escape_controls
 
-FORMATS = ("text", "md", "html", "json")
-_TEMPLATES = {"text": "report.txt.j2", "md": "report.md.j2", "html": "report.html.j2"}
+Kind = Literal["analyze", "info", "extract", "scan"]
+"""What is rendered: one dump's report, its summary, an extract index, a scan index."""
+
+# Per kind: the template of each format (JSON needs none) and the name the data has in it.
+_TEMPLATES: dict[str, dict[str, str]] = {
+    "analyze": {"text": "report.txt.j2", "md": "report.md.j2", "html": "report.html.j2"},
+    "info": {"text": "info.txt.j2"},
+    "extract": {"text": "extract.txt.j2"},
+    "scan": {"text": "scan.txt.j2", "md": "scan.md.j2", "html": "scan.html.j2"},
+}
+_DATA_NAME = {"analyze": "report", "info": "summary", "extract": "cubins", "scan": "index"}
+
+
+def formats(kind: Kind) -> tuple[str, ...]:
+    """The formats `kind` can be rendered in."""
+    return (*_TEMPLATES[kind], "json")
+
+
+FORMATS = formats("analyze")
 _ANSI = {"bold": "1", "red": "31", "yellow": "33", "green": "32", "dim": "2"}
 # Line endings (CommonMark counts a lone CR too) and other C0 controls: inside a code span or
 # a line of prose they could end it and start an HTML block. C1 controls (U+0080-U+009F) and
@@ -34,7 +57,7 @@ def templates_dir() -> Path:
     """Where the templates are: inside the installed package, else the checkout's top level."""
     package = Path(__file__).resolve().parent.parent
     for candidate in (package / "templates", package.parent / "templates"):
-        if (candidate / _TEMPLATES["text"]).is_file():
+        if (candidate / _TEMPLATES["analyze"]["text"]).is_file():
             return candidate
     raise FileNotFoundError(f"report templates not found next to {package}")
 
@@ -107,11 +130,30 @@ def template_environment(*, text: bool = False) -> jinja2.Environment:
     return env
 
 
+def _hex(value: int | None, spec: str = "x", prefix: str = "0x") -> str:
+    return UNKNOWN if value is None else f"{prefix}{value:{spec}}"
+
+
+def _size(size: float) -> str:
+    for unit in ("bytes", "KiB", "MiB"):
+        if size < 1024:
+            return f"{size} {unit}" if unit == "bytes" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{size:.1f} GiB"
+
+
+def _kernel(mangled: str | None) -> str:
+    return demangle(mangled) if mangled else "<unknown kernel>"
+
+
 @cache
 def _environment(text: bool, color: bool) -> jinja2.Environment:
     env = template_environment(text=text)
     env.filters["style"] = _ansi if color else (lambda text, _: text)
-    env.filters["dim3"] = lambda d: "?" if d is None else "({},{},{})".format(*d)
+    env.filters["dim3"] = lambda d: UNKNOWN if d is None else "({},{},{})".format(*d)
+    env.filters["hex"] = _hex
+    env.filters["size"] = _size
+    env.filters["kernel"] = _kernel
     return env
 
 
@@ -119,14 +161,24 @@ LANES_SHOWN = {"text": 8, "md": 32, "html": 1024}
 """Lane addresses listed per fault site unless `verbose` (a grid-wide fault has thousands)."""
 
 
-def render_report(
-    report: dict[str, Any], fmt: str, *, color: bool = False, verbose: bool = False
-) -> str:
-    """The report in `fmt` ("text", "md", "html" or "json"); `color` adds ANSI to text;
-    `verbose` lists every faulting lane's address instead of the first few."""
+def render(kind: Kind, data: Any, fmt: str, *, color: bool = False, verbose: bool = False) -> str:
+    """`data`, the view model of `kind`, in `fmt` (one of `formats(kind)`).
+
+    `color` adds ANSI styles to text; `verbose` lists every faulting lane's address of a
+    report instead of the first few. A scan index in JSON is JSON lines: the scan, then
+    every dump, then every group.
+
+    Raises:
+        ValueError: `kind` has no `fmt` format.
+    """
     if fmt == "json":
-        return json.dumps(report, indent=2, sort_keys=True) + "\n"
+        if kind == "scan":
+            objects = [data["summary"], *data["dumps"], *data["groups"]]
+            return "".join(json.dumps(o, sort_keys=True) + "\n" for o in objects)
+        return json.dumps(data, indent=2, sort_keys=True) + "\n"
+    if fmt not in _TEMPLATES[kind]:
+        raise ValueError(f"{kind} output has no {fmt} format (it has {', '.join(formats(kind))})")
     text = fmt == "text"
-    template = _environment(text, color and text).get_template(_TEMPLATES[fmt])
-    lanes_shown = 1 << 31 if verbose else LANES_SHOWN[fmt]
-    return template.render(report=report, lanes_shown=lanes_shown)
+    template = _environment(text, color and text).get_template(_TEMPLATES[kind][fmt])
+    lanes_shown = 1 << 31 if verbose else LANES_SHOWN.get(fmt, 0)
+    return template.render({_DATA_NAME[kind]: data, "lanes_shown": lanes_shown})

@@ -17,6 +17,7 @@ from postmortem.analysis.analyze import AnalyzeOptions
 from postmortem.analysis.fault import LocalizeOptions
 from postmortem.analysis.signature import Signature, SignatureRules, load_rules
 from postmortem.errors import BadOption, ExitStatus, PostmortemError
+from postmortem.report.render import formats
 from postmortem.report.textsafe import escape_controls
 from postmortem.scan.cache import default_cache_path
 from postmortem.scan.command import (
@@ -26,11 +27,13 @@ from postmortem.scan.command import (
     scan_exit_status,
     sign_dump,
 )
-from postmortem.scan.index import INDEX_FORMATS, signature_view
+from postmortem.scan.index import signature_view
 from postmortem.scan.names import DEFAULT_PATTERNS, compile_pattern
 from postmortem.scan.run import ScanOptions, ScanResult
 from postmortem.scan.since import parse_since
 from postmortem.scan.worker import WorkOptions
+
+INDEX_FORMATS = formats("scan")
 
 __all__ = ["INDEX_FORMATS", "ScanRequest", "exit_status", "run", "scan_request"]
 

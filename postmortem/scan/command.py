@@ -15,7 +15,8 @@ from postmortem.analysis.signature import (
     signature_input,
 )
 from postmortem.errors import ExitStatus, ScanOutputError
-from postmortem.scan.index import build_index, json_lines, render_index
+from postmortem.report.render import render
+from postmortem.scan.index import build_index
 from postmortem.scan.progress import ProgressBar
 from postmortem.scan.run import ScanOptions, ScanResult, run_scan
 
@@ -50,11 +51,11 @@ def scan_command(
             bar.close()
     base = outputs.output.parent if outputs.output else None
     index = build_index(result, base)
-    text = render_index(index, outputs.fmt)
+    text = render("scan", index, outputs.fmt)
     # surrogateescape: a file name that is not UTF-8 is written back as its own bytes.
     if outputs.jsonl is not None:
         jsonl_index = build_index(result, outputs.jsonl.parent)
-        _write(outputs.jsonl, json_lines(jsonl_index))
+        _write(outputs.jsonl, render("scan", jsonl_index, "json"))
     if outputs.output is not None:
         _write(outputs.output, text)
         text = ""

@@ -1,26 +1,19 @@
-"""The scan's outputs: the index report (text, md, html) and JSON lines, from one view model."""
+"""The scan index's view model: the report (text, md, html) and the JSON lines come from it
+(rendered by `postmortem.report.render`)."""
 
 from __future__ import annotations
 
-import json
 import os
 from datetime import datetime, timezone
-from functools import cache
 from pathlib import Path
 from typing import Any
-
-import jinja2
 
 from postmortem import __version__
 from postmortem.analysis.signature import SIGNATURE_VERSION, Signature
 from postmortem.model import describe_exception
-from postmortem.report.render import template_environment
 from postmortem.scan.group import CoarseGroup, Group
 from postmortem.scan.row import DumpRow
 from postmortem.scan.run import ScanResult
-
-INDEX_FORMATS = ("text", "md", "html", "json")
-_TEMPLATES = {"text": "scan.txt.j2", "md": "scan.md.j2", "html": "scan.html.j2"}
 
 
 def iso_time(seconds: float) -> str:
@@ -121,22 +114,3 @@ def build_index(result: ScanResult, base: Path | None = None) -> dict[str, Any]:
         "dumps": [dump_view(row, row.path in earliest, base) for row in result.rows],
         "errors": [dump_view(row, False, base) for row in result.errors],
     }
-
-
-def json_lines(index: dict[str, Any]) -> str:
-    """One JSON object a line: the scan, then every dump, then every group."""
-    objects = [index["summary"], *index["dumps"], *index["groups"]]
-    return "".join(json.dumps(o, sort_keys=True) + "\n" for o in objects)
-
-
-@cache
-def _environment(text: bool) -> jinja2.Environment:
-    return template_environment(text=text)
-
-
-def render_index(index: dict[str, Any], fmt: str) -> str:
-    """The index in `fmt`: "text", "md", "html", or "json" (JSON lines). In text, the
-    control characters of names and paths are shown escaped, never sent to the terminal."""
-    if fmt == "json":
-        return json_lines(index)
-    return _environment(fmt == "text").get_template(_TEMPLATES[fmt]).render(index=index)

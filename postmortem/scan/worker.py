@@ -24,7 +24,7 @@ from postmortem.demangle import demangle
 from postmortem.errors import PostmortemError
 from postmortem.findings import Finding, FindingCode
 from postmortem.report.context import build_report
-from postmortem.report.render import render_report
+from postmortem.report.render import render
 from postmortem.report.values import version_or_none
 from postmortem.scan.names import DEFAULT_PATTERNS, NameFacts, parse_name
 from postmortem.scan.row import STATUS_ERROR, DumpRow, error_row
@@ -142,7 +142,7 @@ def with_names(row: DumpRow, names: NameFacts) -> DumpRow:
 
 
 def _write_report(analysis: Analysis, target: Path, fmt: str) -> None:
-    text = render_report(build_report(analysis), fmt)
+    text = render("analyze", build_report(analysis), fmt)
     partial = target.with_name(f".{target.name}.{os.getpid()}.part")
     partial.write_text(text, encoding="utf-8", errors="surrogateescape")
     partial.replace(target)

@@ -15,8 +15,8 @@ from postmortem.analysis.fault import LocalizeOptions
 from postmortem.codemap import find_faults
 from postmortem.coredump import open_coredump
 from postmortem.report.context import build_report
-from postmortem.report.info import render_info_json, render_info_text
-from postmortem.report.render import FORMATS, render_report
+from postmortem.report.info import build_info
+from postmortem.report.render import FORMATS, render
 from postmortem.summary import summarize
 from tests.walk import walk
 
@@ -28,8 +28,9 @@ def _info(path: Path) -> None:
     with open_coredump(path) as core:
         summary = summarize(core)
         find_faults(core)
-    render_info_text(summary)
-    render_info_json(summary)
+    info = build_info(summary)
+    render("info", info, "text")
+    render("info", info, "json")
 
 
 def _walk(path: Path) -> None:
@@ -42,8 +43,8 @@ def _analyze(path: Path) -> None:
     """`postmortem analyze --no-disasm --no-gdb` in every format."""
     report = build_report(analyze_dump(path, ANALYZE_OPTIONS))
     for fmt in FORMATS:
-        render_report(report, fmt)
-        render_report(report, fmt, verbose=True)
+        render("analyze", report, fmt)
+        render("analyze", report, fmt, verbose=True)
 
 
 @dataclass(frozen=True, slots=True)

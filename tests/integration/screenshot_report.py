@@ -24,7 +24,7 @@ sys.path.insert(0, str(REPO))
 from postmortem.analysis.analyze import AnalyzeOptions, analyze_dump  # noqa: E402
 from postmortem.analysis.fault import LocalizeOptions  # noqa: E402
 from postmortem.report.context import build_report  # noqa: E402
-from postmortem.report.render import render_report  # noqa: E402
+from postmortem.report.render import render  # noqa: E402
 from tests.integration.browser import chromium, find_browser  # noqa: E402
 
 DUMP = Path("fixtures/dumps/cutlass_like.twin_r400.nvcudmp")
@@ -32,10 +32,10 @@ OUT = Path("docs/report-html.png")
 WIDTH, HEIGHT = 1280, 1000
 
 
-def render(dump: Path) -> str:
+def html_report(dump: Path) -> str:
     """The HTML report of `dump` (a path relative to the repository)."""
     options = AnalyzeOptions(LocalizeOptions(source_dirs=(Path("fixtures/cu"),)))
-    return render_report(build_report(analyze_dump(dump, options)), "html")
+    return render("analyze", build_report(analyze_dump(dump, options)), "html")
 
 
 def screenshot(page: Path, full_page: bool) -> bytes:
@@ -64,7 +64,7 @@ def main() -> int:
     os.chdir(REPO)
     with tempfile.TemporaryDirectory(prefix="pm-screenshot-") as tmp:
         page = Path(tmp) / "report.html"
-        page.write_text(render(args.dump), encoding="utf-8")
+        page.write_text(html_report(args.dump), encoding="utf-8")
         png = screenshot(page, full_page=not args.first_screen)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_bytes(png)

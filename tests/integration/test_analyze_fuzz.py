@@ -18,7 +18,7 @@ from postmortem.analysis.analyze import AnalyzeOptions, analyze_dump
 from postmortem.analysis.fault import LocalizeOptions
 from postmortem.errors import PostmortemError
 from postmortem.report.context import build_report
-from postmortem.report.render import FORMATS, render_report
+from postmortem.report.render import FORMATS, render
 from tests.conftest import DUMPS
 from tests.tooling import require_tool
 
@@ -60,4 +60,4 @@ def test_a_corrupted_dump_gives_a_report_or_one_error(seed: int, tmp_path: Path)
         assert "\n" not in str(error)
         return
     for fmt in FORMATS:
-        assert render_report(report, fmt)
+        assert render("analyze", report, fmt)

@@ -34,7 +34,7 @@ from postmortem.cubin.nvdisasm import disassemble
 from postmortem.errors import ToolFailed
 from postmortem.findings import FindingCode
 from postmortem.report.context import build_report
-from postmortem.report.render import render_report
+from postmortem.report.render import render
 from postmortem.scan.worker import WorkOptions, scan_dump
 from tests.conftest import DUMPS, FIXTURES, dump_paths, truth_of
 from tests.tooling import require_tool
@@ -172,7 +172,7 @@ def test_the_report_provenance_names_the_copy_nvdisasm_read(name, corpus, nvdisa
     assert (entry["status"], entry["image"]) == ("used", copy)
     jsonschema.validate(report, SCHEMA)
     for fmt in ("text", "md", "html"):
-        assert f"used on the {copy}" in render_report(report, fmt), fmt
+        assert f"used on the {copy}" in render("analyze", report, fmt), fmt
 
 
 # --- both relocated copies refused: the non-relocated image ------------------------------

@@ -67,3 +67,19 @@ def test_existing_files_are_not_overwritten(tmp_path):
     assert second.returncode == 2 and "exists already" in second.stderr
     assert (tmp_path / "index.txt").read_text() == "mine"
     assert run("--force").returncode == 0
+
+
+def test_a_root_level_image_is_extracted_and_indexed_with_its_unknowns_shown(tmp_path):
+    # GIVEN a dump whose relocated image sits at the root (no module row names it)
+    dump = FIXTURES / "foreign" / "root_images.nvcudmp"
+    # WHEN it is extracted from the command line
+    result = subprocess.run(
+        [sys.executable, "-m", "postmortem", "extract", str(dump), "--out", str(tmp_path)],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    # THEN the cubin is written and the index says device and module are unknown
+    assert result.returncode == 0, result.stderr
+    assert "device ?, module ?" in result.stdout
+    assert "<-- faulted" in (tmp_path / "index.txt").read_text()
+    [entry] = json.loads((tmp_path / "index.json").read_text())
+    assert entry["module_handle"] is None and entry["device_index"] is None

@@ -22,7 +22,7 @@ from postmortem.errors import NoGpuState
 from postmortem.gdb import run_cuda_gdb
 from postmortem.model import FaultSource, describe_exception
 from postmortem.report.context import build_report
-from postmortem.report.render import render_report
+from postmortem.report.render import render
 from postmortem.summary import summarize
 from tests.conftest import DUMPS, FIXTURES, truth_of
 from tests.tooling import require_tool
@@ -60,7 +60,7 @@ def test_every_format_renders_and_the_json_follows_the_schema(path):
     report = build_report(analysis)
     jsonschema.validate(report, SCHEMA)
     for fmt in ("text", "md", "html"):
-        text = render_report(report, fmt)
+        text = render("analyze", report, fmt)
         assert "None" not in text, fmt
 
 

@@ -18,7 +18,7 @@ import pytest
 from postmortem.analysis.analyze import AnalyzeOptions, analyze_dump
 from postmortem.analysis.fault import LocalizeOptions
 from postmortem.report.context import build_report
-from postmortem.report.render import render_report
+from postmortem.report.render import render
 from tests.conftest import DUMPS, FIXTURES, dump_paths
 from tests.integration.browser import find_browser
 from tests.tooling import in_ci, require_tool
@@ -54,7 +54,7 @@ def page_of(dump: Path, *, cuda_gdb: bool = True) -> str:
 def _analyzed(dump: Path, cuda_gdb: bool) -> tuple[dict[str, Any], str]:
     options = AnalyzeOptions(LocalizeOptions(source_dirs=(FIXTURES / "cu",)), cuda_gdb=cuda_gdb)
     report = build_report(analyze_dump(dump, options))
-    return report, render_report(report, "html")
+    return report, render("analyze", report, "html")
 
 
 def dump_named(name: str) -> Path:
@@ -185,7 +185,7 @@ def test_a_disagreement_with_cuda_gdb_is_highlighted():
     check["checks"][0].update(cuda_gdb="Warp Misaligned Address", agrees=False)
     check["disagreements"] = 1
     # WHEN it is rendered
-    page = Page(render_report(report, "html"))
+    page = Page(render("analyze", report, "html"))
     # THEN the disagreement is called out above the table, and its row is marked
     fact = check["checks"][0]
     callout = page.text.partition("The two readers disagree:")[2].partition("Fact by fact")[0]
@@ -200,7 +200,7 @@ def test_every_fault_site_gets_its_own_section():
     report = copy.deepcopy(report_of(dump_named("oob_store_nolineinfo"), cuda_gdb=False))
     report["sites"].append(copy.deepcopy(report["sites"][0]))
     # WHEN it is rendered
-    page = Page(render_report(report, "html"))
+    page = Page(render("analyze", report, "html"))
     # THEN each site has a section, and the verdict links to both
     ids = [attrs.get("id") for tag, attrs in page.tags if tag == "section"]
     assert {"site-1", "site-2"} <= set(ids)
@@ -213,7 +213,7 @@ def test_without_nvdisasm_the_page_says_why_there_is_no_sass():
     options = AnalyzeOptions(LocalizeOptions(nvdisasm="/nonexistent/nvdisasm"), cuda_gdb=False)
     report = build_report(analyze_dump(dump_named("oob_store"), options))
     # WHEN it is rendered
-    page = Page(render_report(report, "html"))
+    page = Page(render("analyze", report, "html"))
     # THEN the verdict still stands, and the SASS panel gives nvdisasm's reason
     note = next(p["note"] for p in report["provenance"] if p["source"] == "nvdisasm")
     assert note and f"No disassembly: {words(note)}" in page.text
@@ -227,7 +227,7 @@ def test_a_source_line_not_found_says_why():
     chain = report["sites"][0]["chain"]
     assert chain and all(frame["source"] is None for frame in chain)
     # WHEN it is rendered
-    page = Page(render_report(report, "html"))
+    page = Page(render("analyze", report, "html"))
     # THEN every frame is still there with file:line, and the reason it has no source line
     for frame in chain:
         assert f"{frame['file']}:{frame['line']}" in page.text

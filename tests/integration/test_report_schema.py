@@ -11,7 +11,7 @@ import pytest
 from postmortem.analysis.analyze import AnalyzeOptions, analyze_dump
 from postmortem.analysis.fault import LocalizeOptions
 from postmortem.report.context import SCHEMA, build_report
-from postmortem.report.render import render_report
+from postmortem.report.render import render
 from tests.conftest import dump_paths
 from tests.golden import GOLDEN
 
@@ -32,7 +32,7 @@ def test_schema_names_the_version_reports_carry(validator):
 @pytest.mark.parametrize("path", dump_paths(), ids=lambda p: p.name)
 def test_every_dump_report_validates(path, validator):
     options = AnalyzeOptions(LocalizeOptions(disassemble=False), cuda_gdb=False)
-    report = json.loads(render_report(build_report(analyze_dump(path, options)), "json"))
+    report = json.loads(render("analyze", build_report(analyze_dump(path, options)), "json"))
     validator.validate(report)
 
 

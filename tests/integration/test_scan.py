@@ -21,7 +21,8 @@ from postmortem.analysis.analyze import AnalyzeOptions
 from postmortem.analysis.signature import load_rules
 from postmortem.coredump.tables import DEV_TABLE
 from postmortem.elf import SECTION_DTYPE
-from postmortem.scan.index import build_index, render_index
+from postmortem.report.render import render
+from postmortem.scan.index import build_index
 from postmortem.scan.run import ScanOptions, run_scan
 from postmortem.scan.worker import WorkOptions, report_path
 from tests.conftest import dump_paths, truth_of
@@ -358,8 +359,8 @@ def test_library_scan_groups_identical_dumps(tmp_path):
     work = WorkOptions(AnalyzeOptions(cuda_gdb=False), load_rules())
     result = run_scan([root], ScanOptions(work, jobs=1))
     assert len(result.groups) == 1 and result.groups[0].count == 3
-    assert "3 dumps  Warp Illegal Address in oob_kernel+0xd0" in render_index(
-        build_index(result), "text"
+    assert "3 dumps  Warp Illegal Address in oob_kernel+0xd0" in render(
+        "scan", build_index(result), "text"
     )
 
 
