@@ -9,6 +9,7 @@ from __future__ import annotations
 import sys
 import traceback
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -52,6 +53,29 @@ def _run(debug: bool, action: Callable[[], T]) -> T:
         line = f"internal error: {type(error).__name__}: {error} (rerun with --debug)"
         click.echo(escape_controls(line), err=True)
         sys.exit(ExitStatus.INTERNAL)
+
+
+def _analyze_options(
+    no_disasm: bool,
+    nvdisasm: Path | None,
+    no_gdb: bool,
+    cuda_gdb: Path | None,
+    timeout: float | None,
+    source_dirs: tuple[Path, ...] = (),
+    path_maps: tuple[PathMap, ...] = (),
+    window: int | None = None,
+    mode: str = "auto",
+) -> AnalyzeOptions:
+    # The tool options of every command, built here alike; None keeps the library default.
+    localize = LocalizeOptions(
+        source_dirs=source_dirs, path_maps=path_maps, disassemble=not no_disasm,
+        nvdisasm=nvdisasm,
+    )  # fmt: skip
+    if window is not None:
+        localize = replace(localize, window=window)
+    if timeout is not None:
+        localize = replace(localize, timeout=timeout)
+    return AnalyzeOptions(localize, mode=mode, cuda_gdb=not no_gdb, cuda_gdb_path=cuda_gdb)
 
 
 def _path_maps(
@@ -193,15 +217,9 @@ def analyze(
     faulting instruction, the instructions around it and the inline chain; with cuda-gdb
     it checks the native facts against cuda-gdb's and lists any disagreement.
     """  # fmt: skip
-    options = AnalyzeOptions(
-        LocalizeOptions(
-            window=window, source_dirs=source_dirs, path_maps=path_maps,
-            disassemble=not no_disasm, nvdisasm=nvdisasm, timeout=timeout,
-        ),
-        mode=mode,
-        cuda_gdb=not no_gdb,
-        cuda_gdb_path=cuda_gdb,
-    )  # fmt: skip
+    options = _analyze_options(
+        no_disasm, nvdisasm, no_gdb, cuda_gdb, timeout, source_dirs, path_maps, window, mode
+    )
 
     color = fmt == "text" and output is None and sys.stdout.isatty()
 
@@ -322,7 +340,29 @@ def extract(core: Path, out_dir: Path, force: bool, debug: bool) -> None:
 @click.option("--no-gdb", is_flag=True, help="No cuda-gdb cross-check in the per-dump reports.")
 @_tool_option("--cuda-gdb", "cuda_gdb", "The cuda-gdb to use.")
 @_debug_option
-def scan(roots: tuple[Path, ...], **settings: object) -> None:
+def scan(
+    roots: tuple[Path, ...],
+    jobs: int | None,
+    fmt: str,
+    output: Path | None,
+    reports_dir: Path | None,
+    report_format: str | None,
+    jsonl: Path | None,
+    since: str | None,
+    timeout: float,
+    path_maps: tuple[PathMap, ...],
+    source_dirs: tuple[Path, ...],
+    rules: Path | None,
+    name_patterns: tuple[str, ...],
+    follow_symlinks: bool,
+    cache_path: Path | None,
+    no_cache: bool,
+    no_disasm: bool,
+    nvdisasm: Path | None,
+    no_gdb: bool,
+    cuda_gdb: Path | None,
+    debug: bool,
+) -> None:
     """Find every CUDA coredump under DIR... and group them by crash signature.
 
     Dumps are found by content (ELF, ET_CORE, EM_CUDA; gzip too), whatever their names.
@@ -333,8 +373,15 @@ def scan(roots: tuple[Path, ...], **settings: object) -> None:
     rows (unreadable, truncated, corrupt, timed out); 130 interrupted (Ctrl-C), with the
     partial results written; 2 bad arguments or cache; 1 internal error.
     """
-    debug = bool(settings.pop("debug"))
-    request = _run(debug, lambda: scan_cli.scan_request(roots, settings, sys.stderr.isatty()))
+    settings = scan_cli.ScanSettings(
+        fmt=fmt, jobs=jobs, output=output, reports_dir=reports_dir,
+        report_format=report_format, jsonl=jsonl, since=since, timeout_s=timeout, rules=rules,
+        name_patterns=name_patterns, follow_symlinks=follow_symlinks, cache_path=cache_path,
+        use_cache=not no_cache,
+    )  # fmt: skip
+    tools = _analyze_options(no_disasm, nvdisasm, no_gdb, cuda_gdb, None, source_dirs, path_maps)
+    tty = sys.stderr.isatty()
+    request = _run(debug, lambda: scan_cli.scan_request(roots, settings, tools, tty))
     result, text = _run(debug, lambda: scan_cli.run(request))
     click.echo(text, nl=False)
     if request.outputs.output is not None:
@@ -355,15 +402,24 @@ def scan(roots: tuple[Path, ...], **settings: object) -> None:
 @click.option("--no-disasm", is_flag=True, help="Do not run nvdisasm (no frames).")
 @_tool_option("--nvdisasm", "nvdisasm", "The nvdisasm to use.")
 @_debug_option
-def signature(cores: tuple[Path, ...], **settings: object) -> None:
+def signature(
+    cores: tuple[Path, ...],
+    as_json: bool,
+    path_maps: tuple[PathMap, ...],
+    rules: Path | None,
+    no_disasm: bool,
+    nvdisasm: Path | None,
+    debug: bool,
+) -> None:
     """Print the crash signature of each CORE and the components it is made of.
 
     The signature is what `postmortem scan` groups dumps by: exception, normalized kernel,
     offset of the fault in the kernel and the top in-app inline frames; see the README.
     Exit status: 0 done, 2 a CORE could not be read (the others are still printed).
     """
-    debug = bool(settings.pop("debug"))
-    text, errors = _run(debug, lambda: scan_cli.signature_texts(cores, settings))
+    tools = _analyze_options(no_disasm, nvdisasm, True, None, None, path_maps=path_maps)
+    request = scan_cli.SignatureRequest(tools, rules, as_json)
+    text, errors = _run(debug, lambda: scan_cli.signature_texts(cores, request))
     click.echo(text, nl=False)
     for error in errors:
         click.echo(error, err=True)

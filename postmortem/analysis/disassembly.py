@@ -30,7 +30,7 @@ from postmortem.cubin.normalize import (
     clear_data_addresses,
     rebase_to_zero,
 )
-from postmortem.cubin.nvdisasm import Disassembly, disassemble
+from postmortem.cubin.nvdisasm import Disassembly, DisassemblyStore, disassemble
 from postmortem.cubin.sass import SourceFrame
 from postmortem.errors import MalformedElf, ToolFailed, ToolNotFound
 from postmortem.findings import Finding
@@ -38,13 +38,17 @@ from postmortem.model import Module
 
 
 class ToolOptions(Protocol):
-    """Which nvdisasm to run and for how long (a `LocalizeOptions` is one)."""
+    """Which nvdisasm to run, for how long, and where to remember what it printed (a
+    `LocalizeOptions` is one)."""
 
     @property
     def nvdisasm(self) -> str | Path | None: ...
 
     @property
     def timeout(self) -> float: ...
+
+    @property
+    def store(self) -> DisassemblyStore | None: ...
 
 
 _Disassembled = tuple[Disassembly | None, Finding | None]
@@ -174,8 +178,9 @@ def _first_accepted(
             continue  # nothing to normalize, or no such image in the dump
         try:
             result = disassemble(
-                copy[0], copy[1], nvdisasm=options.nvdisasm, timeout=options.timeout
-            )
+                copy[0], copy[1], nvdisasm=options.nvdisasm, timeout=options.timeout,
+                store=options.store,
+            )  # fmt: skip
         except ToolNotFound as error:
             return None, dx.nvdisasm_missing(error.hint or "")
         except ToolFailed as error:

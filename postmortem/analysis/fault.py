@@ -21,7 +21,7 @@ from postmortem.analysis.source import PathMap, QuotedLine
 from postmortem.codemap import CodeMap, find_faults
 from postmortem.coredump import Coredump
 from postmortem.cubin.inspect import Function
-from postmortem.cubin.nvdisasm import Disassembly
+from postmortem.cubin.nvdisasm import Disassembly, DisassemblyStore
 from postmortem.cubin.sass import SassInstruction, SassListing, SourceFrame
 from postmortem.demangle import demangle, without_parameters
 from postmortem.findings import Finding
@@ -40,6 +40,9 @@ class LocalizeOptions:
     """False: native facts only, no nvdisasm."""
     nvdisasm: str | Path | None = None
     timeout: float = 120.0
+    """Seconds each external tool may run."""
+    store: DisassemblyStore | None = field(default=None, compare=False, repr=False)
+    """Where disassemblies are remembered across dumps (a scan worker's); None: nowhere."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,7 +20,7 @@ from postmortem.errors import ToolFailed
 from postmortem.toolrun import run_tool
 from postmortem.tools import find_tool, tool_version
 
-__all__ = ["Disassembly", "DisassemblyStore", "build_nvdisasm_argv", "disassemble", "set_store"]
+__all__ = ["Disassembly", "DisassemblyStore", "build_nvdisasm_argv", "disassemble"]
 
 _TOOL = "nvdisasm"
 # -ndf: no dataflow analysis (slow, and only adds comments); -c: code sections only;
@@ -59,20 +59,6 @@ class DisassemblyStore(Protocol):
         """Remember `result`, made from nvdisasm's `stdout`, under `key`."""
 
 
-# Off by default; a scan worker sets one (see postmortem/scan/disasm_store.py).
-_STORE: DisassemblyStore | None = None
-
-
-def set_store(store: DisassemblyStore | None) -> None:
-    """Remember disassemblies in `store` for the rest of this process (None: do not).
-
-    A fleet's dumps often carry identical cubins: with a store each (cubin, function) is
-    disassembled once, not once per dump.
-    """
-    global _STORE
-    _STORE = store
-
-
 def build_nvdisasm_argv(nvdisasm: Path, cubin: Path, symbol_index: int | None) -> list[str]:
     """Returns the argv that disassembles a cubin, or one function of it.
 
@@ -102,6 +88,7 @@ def disassemble(
     *,
     nvdisasm: str | os.PathLike[str] | None = None,
     timeout: float = 120.0,
+    store: DisassemblyStore | None = None,
 ) -> Disassembly:
     """Disassembles a cubin held in memory, or only one function of it.
 
@@ -113,6 +100,9 @@ def disassemble(
             None disassembles every code section (slow on large cubins).
         nvdisasm: The nvdisasm to use; searched for (`postmortem.tools.find_tool`) when None.
         timeout: Seconds before nvdisasm is killed.
+        store: Where disassemblies are remembered and looked up (a scan worker's, see
+            postmortem/scan/disasm_store.py): a fleet's dumps often carry identical cubins,
+            and with a store each (cubin, function) is disassembled once, not once per dump.
 
     Returns:
         The parsed listing and how it was obtained.
@@ -123,8 +113,8 @@ def disassemble(
     """
     tool = find_tool(_TOOL, nvdisasm)
     version = tool_version(tool)
-    key = _store_key(cubin, symbol_index, tool, version) if _STORE is not None else ""
-    stored = _STORE.get(key) if _STORE is not None else None
+    key = _store_key(cubin, symbol_index, tool, version) if store is not None else ""
+    stored = store.get(key) if store is not None else None
     if stored is not None:
         return stored
     with tempfile.TemporaryDirectory(prefix="postmortem-nvdisasm-") as scratch:
@@ -146,8 +136,8 @@ def disassemble(
         seconds=run.seconds,
         stderr=run.stderr,
     )
-    if _STORE is not None:
-        _STORE.put(key, run.stdout, result)
+    if store is not None:
+        store.put(key, run.stdout, result)
     return result
 
 

@@ -1,6 +1,7 @@
 """From the command line's values to a scan request, and from a scan to an exit status.
 
-`postmortem.cli` stays free of logic: it hands the option values here as they come.
+`postmortem.cli` stays free of logic: it hands the option values here as typed objects, the
+scan's as a `ScanSettings`, the tools' as the `AnalyzeOptions` every command builds alike.
 """
 
 from __future__ import annotations
@@ -8,13 +9,10 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 
 from postmortem.analysis.analyze import AnalyzeOptions
-from postmortem.analysis.fault import LocalizeOptions
 from postmortem.analysis.signature import Signature, SignatureRules, load_rules
 from postmortem.errors import BadOption, ExitStatus, PostmortemError
 from postmortem.report.render import formats
@@ -35,9 +33,42 @@ from postmortem.scan.worker import WorkOptions
 
 INDEX_FORMATS = formats("scan")
 
-__all__ = ["INDEX_FORMATS", "ScanRequest", "exit_status", "run", "scan_request"]
+__all__ = [
+    "INDEX_FORMATS",
+    "ScanRequest",
+    "ScanSettings",
+    "SignatureRequest",
+    "exit_status",
+    "run",
+    "scan_request",
+]
 
-_TOOL_TIMEOUT_S = 120.0
+
+@dataclass(frozen=True, slots=True)
+class ScanSettings:
+    """The options of `postmortem scan`, as typed values (the tools' are an AnalyzeOptions)."""
+
+    fmt: str = "text"
+    """The index's format."""
+    jobs: int | None = None
+    """Worker processes; None: every usable CPU."""
+    output: Path | None = None
+    """Where the index goes; None: standard output."""
+    reports_dir: Path | None = None
+    report_format: str | None = None
+    """Of the per-dump reports; None: the index's (text for a text index)."""
+    jsonl: Path | None = None
+    since: str | None = None
+    """`--since` as given: a date, or an age such as 36h."""
+    timeout_s: float = 300.0
+    """Seconds one dump may take."""
+    rules: Path | None = None
+    """Signature rules; None: the packaged ones."""
+    name_patterns: tuple[str, ...] = ()
+    follow_symlinks: bool = False
+    cache_path: Path | None = None
+    """None: the default cache file."""
+    use_cache: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,22 +80,11 @@ class ScanRequest:
     outputs: ScanOutputs
 
 
-def _rules(path: Any) -> SignatureRules:
+def _rules(path: Path | None) -> SignatureRules:
     try:
         return load_rules(path)
     except (OSError, ValueError) as error:
         raise BadOption("--rules", str(error)) from None
-
-
-def _analyze_options(values: Mapping[str, Any], cuda_gdb: bool, timeout_s: float) -> AnalyzeOptions:
-    localize = LocalizeOptions(
-        source_dirs=tuple(values.get("source_dirs") or ()),
-        path_maps=tuple(values.get("path_maps") or ()),
-        disassemble=not values.get("no_disasm"),
-        nvdisasm=values.get("nvdisasm"),
-        timeout=min(timeout_s, _TOOL_TIMEOUT_S),
-    )
-    return AnalyzeOptions(localize, cuda_gdb=cuda_gdb, cuda_gdb_path=values.get("cuda_gdb"))
 
 
 def _check_patterns(patterns: tuple[str, ...]) -> None:
@@ -82,10 +102,9 @@ def _usable_cpus() -> int:
     return os.cpu_count() or 1
 
 
-def _check_outputs(values: Mapping[str, Any]) -> None:
+def _check_outputs(settings: ScanSettings) -> None:
     # Before the scan, not after it: a typo must not throw away an hour of work.
-    for option, key in (("-o", "output"), ("--jsonl", "jsonl")):
-        target = values.get(key)
+    for option, target in (("-o", settings.output), ("--jsonl", settings.jsonl)):
         if target is None:
             continue
         folder = Path(target).parent
@@ -95,37 +114,40 @@ def _check_outputs(values: Mapping[str, Any]) -> None:
             raise BadOption(option, f"{target}: the folder {folder} is not writable")
 
 
-def scan_request(roots: tuple[Path, ...], values: Mapping[str, Any], tty: bool) -> ScanRequest:
-    """The scan the options of `postmortem scan` ask for; raises BadOption."""
-    patterns = tuple(values.get("name_patterns") or ())
-    _check_patterns(patterns)
+def scan_request(
+    roots: tuple[Path, ...], settings: ScanSettings, analyze: AnalyzeOptions, tty: bool
+) -> ScanRequest:
+    """The scan `settings` ask for, each dump analyzed with `analyze`; raises BadOption.
+
+    cuda-gdb runs only for the per-dump reports, and no tool longer than a dump may take.
+    """
+    _check_patterns(settings.name_patterns)
     since = None
-    if values.get("since"):
+    if settings.since:
         try:
-            since = parse_since(str(values["since"]), time.time())
+            since = parse_since(settings.since, time.time())
         except ValueError as error:
             raise BadOption("--since", str(error)) from None
-    fmt = str(values["fmt"])
-    reports = values.get("reports_dir")
-    report_format = values.get("report_format") or ("text" if fmt == "text" else fmt)
-    _check_outputs(values)
+    fmt, reports = settings.fmt, settings.reports_dir
+    report_format = settings.report_format or ("text" if fmt == "text" else fmt)
+    _check_outputs(settings)
     if reports is not None:
         try:
             reports.mkdir(parents=True, exist_ok=True)
         except OSError as error:
             raise BadOption("--reports", f"{reports}: {error.strerror or error}") from None
-    timeout_s = float(values["timeout"])
-    cuda_gdb = reports is not None and not values.get("no_gdb")
+    localize = replace(analyze.localize, timeout=min(settings.timeout_s, analyze.localize.timeout))
+    analyze = replace(analyze, localize=localize, cuda_gdb=analyze.cuda_gdb and reports is not None)
     work = WorkOptions(
-        _analyze_options(values, cuda_gdb, timeout_s), _rules(values.get("rules")),
-        patterns + DEFAULT_PATTERNS, reports, report_format,
+        analyze, _rules(settings.rules), settings.name_patterns + DEFAULT_PATTERNS, reports,
+        report_format,
     )  # fmt: skip
-    cache = None if values.get("no_cache") else (values.get("cache_path") or default_cache_path())
+    cache = (settings.cache_path or default_cache_path()) if settings.use_cache else None
     options = ScanOptions(
-        work, jobs=values.get("jobs") or _usable_cpus(), timeout_s=timeout_s,
-        follow_symlinks=bool(values.get("follow_symlinks")), since=since, cache_path=cache,
+        work, jobs=settings.jobs or _usable_cpus(), timeout_s=settings.timeout_s,
+        follow_symlinks=settings.follow_symlinks, since=since, cache_path=cache,
     )  # fmt: skip
-    outputs = ScanOutputs(fmt, values.get("output"), values.get("jsonl"), tty)
+    outputs = ScanOutputs(fmt, settings.output, settings.jsonl, tty)
     return ScanRequest(roots, options, outputs)
 
 
@@ -150,21 +172,34 @@ def exit_status(result: ScanResult) -> ExitStatus:
     return scan_exit_status(result)
 
 
-def signature_texts(cores: tuple[Path, ...], values: Mapping[str, Any]) -> tuple[str, list[str]]:
+@dataclass(frozen=True, slots=True)
+class SignatureRequest:
+    """What `postmortem signature` is asked: how to analyze, by which rules, printed how."""
+
+    analyze: AnalyzeOptions
+    rules: Path | None = None
+    """Signature rules; None: the packaged ones."""
+    as_json: bool = False
+
+
+def signature_texts(cores: tuple[Path, ...], request: SignatureRequest) -> tuple[str, list[str]]:
     """What `postmortem signature` prints for each dump, and the one-line error of each
     dump that could not be read; in text, control characters are shown escaped."""
     texts: list[str] = []
     errors: list[str] = []
+    rules = _rules(request.rules)
     for core in cores:
-        text, error = _signature_or_error(core, values)
+        text, error = _signature_or_error(core, request, rules)
         texts.append(text)
         errors.extend([error] if error else [])
     return "".join(texts), errors
 
 
-def _signature_or_error(core: Path, values: Mapping[str, Any]) -> tuple[str, str | None]:
+def _signature_or_error(
+    core: Path, request: SignatureRequest, rules: SignatureRules
+) -> tuple[str, str | None]:
     try:
-        return signature_text(core, values), None
+        return signature_text(core, request, rules), None
     except PostmortemError as error:
         return "", escape_controls(f"error: {error}")
     except Exception as error:  # a bug of ours: the other dumps are still signed
@@ -172,11 +207,10 @@ def _signature_or_error(core: Path, values: Mapping[str, Any]) -> tuple[str, str
         return "", escape_controls(line)
 
 
-def signature_text(core: Path, values: Mapping[str, Any]) -> str:
+def signature_text(core: Path, request: SignatureRequest, rules: SignatureRules) -> str:
     """What `postmortem signature` prints for one dump; raises PostmortemError."""
-    options = _analyze_options(values, False, _TOOL_TIMEOUT_S)
-    signature = sign_dump(core, options, _rules(values.get("rules")))
-    if values.get("as_json"):
+    signature = sign_dump(core, replace(request.analyze, cuda_gdb=False), rules)
+    if request.as_json:
         view = {"path": str(core), **signature_view(signature)}
         return json.dumps(view, sort_keys=True) + "\n"
     return render_signature(Path(escape_controls(str(core))), _escaped(signature))

@@ -24,10 +24,9 @@ from multiprocessing.process import BaseProcess
 from pathlib import Path
 from typing import Any
 
-from postmortem.cubin.nvdisasm import set_store
 from postmortem.scan.disasm_store import ScanDisassemblyStore
 from postmortem.scan.row import STATUS_CRASHED, STATUS_TIMEOUT, DumpRow, error_row
-from postmortem.scan.worker import WorkOptions, scan_dump
+from postmortem.scan.worker import WorkOptions, scan_dump, with_store
 
 _TICK_S = 0.2
 # Dumps handed to a worker ahead of time: it starts the next one as soon as it sends a row,
@@ -61,7 +60,9 @@ def _worker_main(conn: Connection, options: WorkOptions, memo: Path | bool, scra
     # copies among them) go into the scan's own directory, which the parent removes.
     tempfile.tempdir = scratch
     if memo is not False:
-        set_store(ScanDisassemblyStore(memo if isinstance(memo, Path) else None))
+        options = with_store(
+            options, ScanDisassemblyStore(memo if isinstance(memo, Path) else None)
+        )
     while True:
         try:
             path = conn.recv()

@@ -20,6 +20,7 @@ from postmortem.analysis.signature import (
     compute_signature,
     signature_input,
 )
+from postmortem.cubin.nvdisasm import DisassemblyStore
 from postmortem.demangle import demangle
 from postmortem.errors import PostmortemError
 from postmortem.findings import Finding, FindingCode
@@ -45,6 +46,12 @@ class WorkOptions:
     reports_dir: Path | None = None
     """Where per-dump reports go; None: no reports."""
     report_format: str = "html"
+
+
+def with_store(options: WorkOptions, store: DisassemblyStore) -> WorkOptions:
+    """`options` with disassemblies remembered in `store` (one per worker process)."""
+    localize = replace(options.analyze.localize, store=store)
+    return replace(options, analyze=replace(options.analyze, localize=localize))
 
 
 def report_path(dump: str, options: WorkOptions) -> Path | None:

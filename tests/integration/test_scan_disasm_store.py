@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from postmortem.cubin.nvdisasm import disassemble, set_store
+from postmortem.cubin.nvdisasm import disassemble
 from postmortem.scan.disasm_store import ScanDisassemblyStore
 from tests.tooling import REPO, require_tool
 
@@ -16,8 +16,7 @@ ENTRY = json.loads((CUBINS / "index.json").read_text())["cubins"]["oob_store.sm_
 
 @pytest.fixture
 def store_dir(tmp_path):
-    yield tmp_path / "disasm"
-    set_store(None)
+    return tmp_path / "disasm"
 
 
 def test_a_second_process_finds_the_disassembly_on_disk(store_dir):
@@ -25,18 +24,16 @@ def test_a_second_process_finds_the_disassembly_on_disk(store_dir):
     cubin = (REPO / "fixtures" / ENTRY["path"]).read_bytes()
     symbol = ENTRY["kernels"][0]["symbol_index"]
     # GIVEN one worker's store that disassembled a kernel
-    set_store(ScanDisassemblyStore(store_dir))
-    first = disassemble(cubin, symbol, nvdisasm=nvdisasm)
+    store = ScanDisassemblyStore(store_dir)
+    first = disassemble(cubin, symbol, nvdisasm=nvdisasm, store=store)
     assert first.seconds > 0 and len(list(store_dir.glob("*.json"))) == 1
     # WHEN another worker (a fresh store on the same directory) needs the same kernel
-    set_store(ScanDisassemblyStore(store_dir))
-    second = disassemble(cubin, symbol, nvdisasm=nvdisasm)
+    second = disassemble(cubin, symbol, nvdisasm=nvdisasm, store=ScanDisassemblyStore(store_dir))
     # THEN it parses the stored text instead of running nvdisasm
     assert second.seconds == 0.0
     assert second.listing == first.listing
     assert second.tool_version == first.tool_version
     # and without a store nvdisasm runs again
-    set_store(None)
     assert disassemble(cubin, symbol, nvdisasm=nvdisasm).seconds > 0
 
 
@@ -44,7 +41,7 @@ def test_a_store_without_a_directory_remembers_in_memory(store_dir):
     nvdisasm = require_tool("nvdisasm")
     cubin = (REPO / "fixtures" / ENTRY["path"]).read_bytes()
     symbol = ENTRY["kernels"][0]["symbol_index"]
-    set_store(ScanDisassemblyStore(None))
-    first = disassemble(cubin, symbol, nvdisasm=nvdisasm)
-    assert disassemble(cubin, symbol, nvdisasm=nvdisasm) is first
+    store = ScanDisassemblyStore(None)
+    first = disassemble(cubin, symbol, nvdisasm=nvdisasm, store=store)
+    assert disassemble(cubin, symbol, nvdisasm=nvdisasm, store=store) is first
     assert not store_dir.exists()
