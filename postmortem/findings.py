@@ -37,7 +37,7 @@ class FindingCode(Enum):
     # nvdisasm.
     NVDISASM_MISSING = "nvdisasm-missing"
     NVDISASM_FAILED = "nvdisasm-failed"
-    # What the reader set aside (analysis/salvage.py).
+    # What the reader set aside (salvage.py).
     PARTIAL_DUMP = "partial-dump"
     ROOT_LEVEL_IMAGE = "root-level-image"
     TOO_MANY_ROWS = "too-many-rows"

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from postmortem.analysis.salvage import dump_findings
 from postmortem.codemap import CodeMap, find_faults
 from postmortem.coredump import tables as t
 from postmortem.coredump.reader import Coredump
@@ -13,6 +12,7 @@ from postmortem.demangle import demangle
 from postmortem.errors import NoGpuState
 from postmortem.findings import Finding
 from postmortem.model import Device, Fault, Grid, Metadata, Module, TableLayout
+from postmortem.salvage import dump_findings
 
 
 @dataclass(frozen=True, slots=True)

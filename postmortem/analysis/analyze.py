@@ -11,7 +11,6 @@ from postmortem.analysis.crosscheck import CrossCheck, crosscheck, named_by_gdb
 from postmortem.analysis.fault import FaultSite, LocalizeOptions, localize
 from postmortem.analysis.hang import HangAnalysis, analyze_hang
 from postmortem.analysis.provenance import BuildInfo, ToolUse, build_provenance, tool_uses
-from postmortem.analysis.salvage import dump_findings
 from postmortem.analysis.state import KernelState, gpu_state, kernel_code, warp_pcs
 from postmortem.analysis.verdict import Verdict, VerdictKind, decide
 from postmortem.codemap import CodeMap
@@ -19,6 +18,7 @@ from postmortem.coredump import Coredump, open_coredump
 from postmortem.errors import ToolFailed, ToolNotFound
 from postmortem.gdb import run_cuda_gdb
 from postmortem.model import Module
+from postmortem.salvage import dump_findings
 from postmortem.summary import DumpSummary, summarize
 
 

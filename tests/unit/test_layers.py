@@ -1,0 +1,243 @@
+"""The import layering of postmortem/: no module imports a layer above its own.
+
+The sources are read with `ast`, never imported, so every import counts: at the top of a
+module, inside a function, under `if TYPE_CHECKING`, absolute or relative. The layers and
+why they are cut where they are: docs/architecture.md.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGE = ROOT / "postmortem"
+
+LAYERS: dict[str, frozenset[str]] = {
+    # layer: the lower layers its modules may import (their own layer is always allowed).
+    # Lowest first; a layer may name only layers listed before it.
+    "base": frozenset(),
+    "coredump": frozenset({"base"}),
+    "cubin": frozenset({"base"}),
+    "gdb": frozenset({"base"}),
+    "codemap": frozenset({"base", "coredump", "cubin"}),
+    "api": frozenset({"base", "coredump", "cubin", "gdb", "codemap"}),
+    "analysis": frozenset({"base", "coredump", "cubin", "gdb", "codemap", "api"}),
+    # The report projects an analysis; it never reads the dump or runs a tool itself.
+    "report": frozenset({"base", "codemap", "api", "analysis"}),
+    "commands": frozenset(
+        {"base", "coredump", "cubin", "gdb", "codemap", "api", "analysis", "report"}
+    ),
+    "cli": frozenset(
+        {"base", "coredump", "cubin", "gdb", "codemap", "api", "analysis", "report", "commands"}
+    ),
+}
+
+LAYER_OF: dict[str, str] = {
+    # module or package: its layer. A package's entry covers every module under it.
+    # Shared by every layer: errors, facts, findings, names, the ELF layer, tool running.
+    "postmortem.errors": "base",
+    "postmortem.model": "base",
+    "postmortem.findings": "base",
+    "postmortem.demangle": "base",
+    "postmortem.elf": "base",
+    "postmortem.toolrun": "base",
+    "postmortem.tools": "base",
+    # The native reader, the cubin inspector with its nvdisasm adapter, the cuda-gdb adapter:
+    # three siblings that know nothing of each other.
+    "postmortem.coredump": "coredump",
+    "postmortem.cubin": "cubin",
+    "postmortem.gdb": "gdb",
+    # Reader and cubins joined: where code is, and what the native reader found.
+    "postmortem.codemap": "codemap",
+    "postmortem.summary": "codemap",
+    "postmortem.salvage": "codemap",
+    # postmortem/__init__.py alone (not the modules under it): the public library API.
+    # analysis, report and scan read `__version__` from it, so it stays below them.
+    "postmortem": "api",
+    "postmortem.analysis": "analysis",
+    "postmortem.report": "report",
+    # The work behind the commands that write files: they render through report/.
+    "postmortem.scan": "commands",
+    "postmortem.extract": "commands",
+    "postmortem.cli": "cli",
+    "postmortem.__main__": "cli",
+}
+
+KNOWN_VIOLATIONS: dict[tuple[str, str], str] = {
+    # (importer, imported): why it is there and what removes it. Keep this empty if you can;
+    # an entry whose import is gone fails `test_known_violations_are_still_there`.
+}
+
+
+@dataclass(frozen=True)
+class Import:
+    importer: str
+    """The importing module, dotted (`postmortem.analysis.fault`)."""
+    path: Path
+    """Its file."""
+    line: int
+    imported: str
+    """The postmortem module imported: a submodule when `from X import Y` names one."""
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+MODULES: dict[str, Path] = {_module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
+
+
+def _imports_in(module: str, is_package: bool, source: str) -> list[tuple[int, str]]:
+    """(line, imported module) for every import of postmortem in `source`, the text of
+    `module` (a package's __init__ when `is_package`)."""
+    package = module if is_package else module.rpartition(".")[0]
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                parts = package.split(".")
+                base = ".".join(parts[: len(parts) - (node.level - 1)])
+                origin = f"{base}.{node.module}" if node.module else base
+            else:
+                origin = node.module or ""
+            # `from postmortem.analysis import diagnose` imports the module diagnose.
+            targets = [
+                f"{origin}.{alias.name}" if f"{origin}.{alias.name}" in MODULES else origin
+                for alias in node.names
+            ]
+        else:
+            continue
+        found += [
+            (node.lineno, target)
+            for target in targets
+            if target == "postmortem" or target.startswith("postmortem.")
+        ]
+    return found
+
+
+def _imports_of(module: str, path: Path) -> list[Import]:
+    source = path.read_text(encoding="utf-8")
+    found = _imports_in(module, path.name == "__init__.py", source)
+    return [Import(module, path, line, imported) for line, imported in found]
+
+
+IMPORTS: list[Import] = [i for module, path in MODULES.items() for i in _imports_of(module, path)]
+
+
+def layer_of(module: str) -> str | None:
+    """The layer of a module: its own entry, else its nearest package's (bare `postmortem`
+    is the package's __init__ only, not a catch-all)."""
+    if module in LAYER_OF:
+        return LAYER_OF[module]
+    parts = module.split(".")
+    for end in range(len(parts) - 1, 1, -1):
+        layer = LAYER_OF.get(".".join(parts[:end]))
+        if layer is not None:
+            return layer
+    return None
+
+
+def _shown(path: Path) -> str:
+    return path.relative_to(ROOT).as_posix()
+
+
+def test_every_module_has_a_layer():
+    unassigned = [_shown(path) for module, path in MODULES.items() if layer_of(module) is None]
+    assert not unassigned, (
+        f"modules with no layer (add them to LAYER_OF in {_shown(Path(__file__))} and see "
+        f"docs/architecture.md): {', '.join(unassigned)}"
+    )
+
+
+def test_layer_table_names_only_modules_that_exist():
+    stale = sorted(name for name in LAYER_OF if name not in MODULES)
+    assert not stale, f"LAYER_OF names modules or packages that do not exist: {stale}"
+
+
+def test_every_layer_is_known_and_may_import_only_layers_below_it():
+    order = list(LAYERS)
+    for layer, allowed in LAYERS.items():
+        above = sorted(a for a in allowed if a not in order[: order.index(layer)])
+        assert not above, f"layer {layer} may import {above}, which are not below it"
+    assert set(LAYER_OF.values()) <= set(LAYERS)
+
+
+def test_no_module_imports_a_higher_layer():
+    violations = []
+    for imp in IMPORTS:
+        mine, theirs = layer_of(imp.importer), layer_of(imp.imported)
+        if mine is None or theirs == mine or (imp.importer, imp.imported) in KNOWN_VIOLATIONS:
+            continue  # an unassigned importer fails test_every_module_has_a_layer
+        if theirs is None or theirs not in LAYERS[mine]:
+            violations.append(
+                f"{_shown(imp.path)} (layer {mine}) imports {imp.imported} (layer {theirs}), "
+                f"line {imp.line}"
+            )
+    assert not violations, "imports against the layering:\n" + "\n".join(sorted(set(violations)))
+
+
+def test_known_violations_are_still_there():
+    present = {(imp.importer, imp.imported) for imp in IMPORTS}
+    gone = sorted(f"{a} -> {b}" for a, b in KNOWN_VIOLATIONS if (a, b) not in present)
+    assert not gone, f"fixed, so delete them from KNOWN_VIOLATIONS: {gone}"
+
+
+def test_modules_import_each_other_without_a_cycle():
+    graph: dict[str, set[str]] = {module: set() for module in MODULES}
+    for imp in IMPORTS:
+        if imp.imported != imp.importer:
+            graph[imp.importer].add(imp.imported)
+    # Depth-first search; `trail` is the path from the root of the current search.
+    done: set[str] = set()
+    trail: list[str] = []
+
+    def visit(module: str) -> list[str] | None:
+        if module in trail:
+            return [*trail[trail.index(module) :], module]
+        if module in done:
+            return None
+        trail.append(module)
+        for target in sorted(graph.get(module, ())):
+            cycle = visit(target)
+            if cycle:
+                return cycle
+        trail.pop()
+        done.add(module)
+        return None
+
+    for module in sorted(graph):
+        cycle = visit(module)
+        assert cycle is None, "import cycle: " + " -> ".join(cycle)
+
+
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [
+        ("import postmortem.cubin.sass", "postmortem.cubin.sass"),
+        ("from postmortem.analysis import diagnose", "postmortem.analysis.diagnose"),
+        ("from postmortem.coredump import Coredump", "postmortem.coredump"),
+        ("from postmortem import __version__", "postmortem"),
+        ("from .sass import parse_sass", "postmortem.cubin.sass"),
+        ("from .. import errors", "postmortem.errors"),
+        ("def f():\n    from postmortem.gdb import run\n", "postmortem.gdb.run"),
+        (
+            "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import postmortem.cli\n",
+            "postmortem.cli",
+        ),
+    ],
+)
+def test_every_form_of_import_is_seen(source, expected):
+    # GIVEN the text of a module of postmortem/cubin/ that holds one import
+    # WHEN its imports are read
+    found = _imports_in("postmortem.cubin.probe", False, source)
+    # THEN the import is there, resolved to the module it names
+    assert [imported for _, imported in found] == [expected]
