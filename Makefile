@@ -9,14 +9,18 @@ lint: ## ruff format --check, ruff check, mypy --strict
 	sh dev/lint.sh
 format: ## reformat the tree with ruff
 	.venv/bin/ruff format . && .venv/bin/ruff check --fix .
-fixtures: ## recompile the fixture cubins and rebuild the fixture dumps
-	.venv/bin/python fixtures/builder/build_cubins.py && .venv/bin/python fixtures/builder/build_dumps.py
+fixtures: ## recompile the fixture cubins, rebuild the fixture and foreign dumps, record nvdisasm's and cuda-gdb's transcripts of them
+	.venv/bin/python fixtures/builder/build_cubins.py
+	.venv/bin/python fixtures/builder/build_dumps.py
+	.venv/bin/python fixtures/builder/foreign.py
+	.venv/bin/python fixtures/builder/record_nvdisasm.py
+	.venv/bin/python fixtures/builder/record_operands.py
+	.venv/bin/python fixtures/builder/record_transcripts.py
 scanbench: ## scan of 1,000 generated dumps: -j1 vs -j2, cold vs warm cache, with and without the disassembly store
 	.venv/bin/python bench/bench_scan.py
-bench: scanbench
 golden: ## regenerate the golden reports in tests/golden (review the diff)
 	.venv/bin/python -m tests.golden
-bench: ## reader on a 4 GiB, 100,000-lane dump vs a small one; one kernel vs a whole 500-kernel cubin; forensics of 32,000 faulting lanes
+bench: scanbench ## reader on a 4 GiB, 100,000-lane dump vs a small one; one kernel vs a whole 500-kernel cubin; forensics of 32,000 faulting lanes
 	.venv/bin/python bench/bench_open.py && .venv/bin/python bench/bench_localize.py && .venv/bin/python bench/bench_gdb.py && .venv/bin/python bench/bench_forensics.py
 fuzz: ## fuzz reader, analysis and reports in-process with 100,000 structure-aware mutants of the fixture dumps (N=, SEED=, JOBS=); exit 1 on a crash, slow or memory outcome
 	.venv/bin/python -m tests.fuzz.campaign -n $(or $(N),100000) --seed $(or $(SEED),1) $(if $(JOBS),-j $(JOBS))

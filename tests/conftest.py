@@ -10,9 +10,10 @@ from typing import Any
 
 import pytest
 
+from tests.tooling import DUMPS
+
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures"
-DUMPS = FIXTURES / "dumps"
 
 
 def dump_paths() -> list[Path]:

@@ -1,7 +1,7 @@
 """Golden reports: what `analyze` writes for chosen fixture dumps, in text, md and json.
 
 `python -m tests.golden` (or `make golden`) regenerates them; review the diff before
-committing. The test (tests/integration/test_golden.py) renders the same cases and
+committing. The test (tests/tools/test_golden.py) renders the same cases and
 compares byte for byte. Paths are relative to the repository root, so reports are the
 same on every machine.
 """

@@ -1,7 +1,7 @@
 """The SASS memory-operand decoder, on real nvdisasm 13.5 output for sm_80, sm_90 and sm_100.
 
 The listings are fixtures/transcripts/nvdisasm/13.5/forensics/operands.sm_*.txt, recorded by
-tests/integration/record_operands.py from fixtures/cu/forensics/operands.cu.
+fixtures/builder/record_operands.py from fixtures/cu/forensics/operands.cu.
 """
 
 from __future__ import annotations

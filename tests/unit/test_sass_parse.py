@@ -1,7 +1,7 @@
 """parse_sass over recorded nvdisasm/cuobjdump transcripts (exact), plus fuzzing.
 
 Transcripts live in fixtures/transcripts/nvdisasm/<version>/: 13.5 ones are recorded from the
-fixture cubins by tests/integration/record_nvdisasm.py and checked against index.json; the
+fixture cubins by fixtures/builder/record_nvdisasm.py and checked against index.json; the
 others are published output (their `# source:` says where) with hand-checked expectations.
 """
 
@@ -13,9 +13,9 @@ import posixpath
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from tooling import REPO, TRANSCRIPTS, load_transcript
 
 from postmortem.cubin.sass import SassListing, SourceFrame, parse_sass
+from tests.tooling import REPO, TRANSCRIPTS, load_transcript
 
 NVDISASM = TRANSCRIPTS / "nvdisasm"
 ALL = sorted(NVDISASM.glob("*/*.txt"))

@@ -7,10 +7,10 @@ import posixpath
 from pathlib import Path
 
 import pytest
-from tooling import REPO, require_tool
 
 from postmortem.cubin.nvdisasm import build_nvdisasm_argv, disassemble
 from postmortem.errors import ToolFailed, ToolNotFound
+from tests.tooling import REPO, require_tool
 
 CUBINS = REPO / "fixtures" / "cubins"
 INDEX = json.loads((CUBINS / "index.json").read_text())["cubins"]

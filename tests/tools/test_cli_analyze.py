@@ -5,10 +5,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from tests.conftest import FIXTURES, truth_of
+from tests.conftest import DUMPS, FIXTURES, truth_of
 from tests.tooling import require_tool
-
-DUMPS = FIXTURES / "dumps"
 
 
 def analyze(*args: object) -> subprocess.CompletedProcess[str]:

@@ -1,7 +1,7 @@
 """cuda-gdb is the referee: on every dump it can read, it agrees with the native reader.
 
 cuda-gdb 11.8 reads only the r346/r400 row layouts (toolchain.md), so newer layouts are
-refereed through their r400 twins, which tests/integration/test_reader_truth.py proves
+refereed through their r400 twins, which tests/fixtures/test_reader_truth.py proves
 the native reader reads identically. A dump cuda-gdb rejects is a broken fixture.
 """
 

@@ -1,6 +1,6 @@
 """Regenerate docs/report-html.png, the README's picture of the HTML report (run by hand).
 
-Usage: ``python tests/integration/screenshot_report.py [--dump D] [--out PNG] [--first-screen]``
+Usage: ``python tests/tools/screenshot_report.py [--dump D] [--out PNG] [--first-screen]``
 
 Analyzes a fixture dump (default: cutlass_like.twin_r400, with ``--source-dir fixtures/cu`` and
 cuda-gdb when it is installed, so the cross-check shows), renders the HTML report, opens it in
@@ -25,7 +25,7 @@ from postmortem.analysis.analyze import AnalyzeOptions, analyze_dump  # noqa: E4
 from postmortem.analysis.fault import LocalizeOptions  # noqa: E402
 from postmortem.report.context import build_report  # noqa: E402
 from postmortem.report.render import render  # noqa: E402
-from tests.integration.browser import chromium, find_browser  # noqa: E402
+from tests.tools.browser import chromium, find_browser  # noqa: E402
 
 DUMP = Path("fixtures/dumps/cutlass_like.twin_r400.nvcudmp")
 OUT = Path("docs/report-html.png")

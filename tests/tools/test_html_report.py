@@ -20,8 +20,8 @@ from postmortem.analysis.fault import LocalizeOptions
 from postmortem.report.context import build_report
 from postmortem.report.render import render
 from tests.conftest import DUMPS, FIXTURES, dump_paths
-from tests.integration.browser import find_browser
 from tests.tooling import in_ci, require_tool
+from tests.tools.browser import find_browser
 
 BROWSER_DUMPS = (
     "oob_store",
@@ -256,7 +256,7 @@ def require_browser() -> tuple[Path, Path]:
 
 @pytest.fixture(scope="module")
 def browser():
-    from tests.integration.browser import chromium
+    from tests.tools.browser import chromium
 
     with chromium(*require_browser()) as session:
         yield session
