@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import stat
-import time
 import sys
+import time
 
 import pytest
 

@@ -1,0 +1,60 @@
+"""Finding a build machine's source files here, and quoting the lines of an inline chain."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from postmortem.analysis.source import PathMap, candidates, quote
+from postmortem.cubin.sass import SourceFrame
+
+
+def test_path_map_parses_old_equals_new_and_refuses_anything_else():
+    assert PathMap.parse("/build/ci=/home/me/src") == PathMap("/build/ci", "/home/me/src")
+    assert PathMap.parse("/a=") == PathMap("/a", "")
+    for text in ("/build/ci", "=/home/me"):
+        with pytest.raises(ValueError, match="expected OLD=NEW"):
+            PathMap.parse(text)
+
+
+def test_candidates_try_the_path_then_the_mapped_path_then_shorter_tails_under_each_dir():
+    found = candidates(
+        "/build/ci/include/store.cuh", [Path("/src")], [PathMap("/build/ci", "/home/me")]
+    )
+    assert found == [
+        Path("/build/ci/include/store.cuh"),
+        Path("/src/build/ci/include/store.cuh"),
+        Path("/src/ci/include/store.cuh"),
+        Path("/src/include/store.cuh"),
+        Path("/src/store.cuh"),
+        Path("/home/me/include/store.cuh"),
+        Path("/src/home/me/include/store.cuh"),
+        Path("/src/me/include/store.cuh"),
+    ]
+
+
+def test_quote_finds_each_frame_under_a_source_dir_and_says_why_when_it_cannot(tmp_path):
+    # GIVEN store.cuh (3 lines) under a source dir, and a chain of three frames
+    (tmp_path / "include").mkdir()
+    (tmp_path / "include" / "store.cuh").write_text("a\n  p[i] = v;\nc\n")
+    chain = (
+        SourceFrame("/build/include/store.cuh", 2),
+        SourceFrame("/build/include/store.cuh", 9),
+        SourceFrame("/build/oob_store.cu", 19),
+    )
+    # WHEN quoted
+    quoted = quote(chain, [tmp_path], [])
+    # THEN the line is quoted, the line past the end and the missing file say why
+    assert [(q.path, q.text, q.reason) for q in quoted] == [
+        (tmp_path / "include" / "store.cuh", "  p[i] = v;", None),
+        (tmp_path / "include" / "store.cuh", None, "the file has 3 lines"),
+        (None, None, "file not found"),
+    ]
+
+
+def test_a_path_map_finds_a_file_moved_here(tmp_path):
+    (tmp_path / "k.cu").write_text("x" * 1000 + "\n")
+    (quoted,) = quote([SourceFrame("/build/ci/k.cu", 1)], [], [PathMap("/build/ci", str(tmp_path))])
+    assert quoted.path == tmp_path / "k.cu"
+    assert quoted.text == "x" * 400  # long lines are cut
