@@ -213,8 +213,15 @@ def _longer_rows(core: Coredump) -> tuple[str, ...]:
     return tuple(longer)
 
 
-def _coords(*parts: object) -> str:
-    return " ".join(str(p) for p in parts)
+def _coords(
+    block: tuple[int, int, int] | None, thread: tuple[int, int, int] | None, *rest: object
+) -> str:
+    # block (5,0,0) thread (64,0,0) device 0 sm 3 warp 2 lane 0, as the reports spell them
+    device, sm, warp, lane = (("?" if p is None else p) for p in rest)
+    return (
+        f"block {_dim(block)} thread {_dim(thread)} device {device} sm {sm} warp {warp} "
+        f"lane {lane}"
+    )
 
 
 def _hex(value: int | None) -> str:

@@ -47,7 +47,7 @@ class QuotedLine:
 
 def candidates(file: str, source_dirs: Sequence[Path], path_maps: Sequence[PathMap]) -> list[Path]:
     """Every place `file` may be on this machine, most specific first."""
-    names = [file] + [m.new + file[len(m.old) :] for m in path_maps if file.startswith(m.old)]
+    names = [file] + [m.new + file[len(m.old) :] for m in path_maps if _under(file, m.old)]
     found: list[Path] = []
     for name in names:
         found.append(Path(name))
@@ -56,6 +56,13 @@ def candidates(file: str, source_dirs: Sequence[Path], path_maps: Sequence[PathM
         for directory in source_dirs:
             found.extend(directory.joinpath(*relative[i:]) for i in range(len(relative)))
     return list(dict.fromkeys(found))
+
+
+def _under(file: str, prefix: str) -> bool:
+    # By path component: /build/ci maps /build/ci/k.cu, never /build/ci2/k.cu.
+    return file.startswith(prefix) and (
+        len(file) == len(prefix) or prefix.endswith("/") or file[len(prefix)] == "/"
+    )
 
 
 def quote(

@@ -52,7 +52,8 @@ def decide(
         warps = sum(k.warps for k in state)
         headline = (
             f"hang: {hang.findings[0].message}" if hang.findings
-            else f"no exception recorded: {warps} live warps, and no deadlock pattern found "
+            else f"no exception recorded: {warps} live warp{'' if warps == 1 else 's'}, and no "
+            "deadlock pattern found "
             "(a user-triggered dump of a kernel still running, or a hang these rules miss)"
         )  # fmt: skip
         return Verdict(VerdictKind.HANG, headline, findings=len(hang.findings))

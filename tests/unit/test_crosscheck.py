@@ -95,7 +95,11 @@ def test_a_different_error_pc_and_a_non_faulting_focus_are_disagreements(tmp_pat
     check = _check(tmp_path, _session(pc=PC + 0x10, thread=64, lane=0))
     assert {(c.fact, c.native, c.cuda_gdb) for c in check.disagreements} == {
         ("error PC", f"0x{PC:x}", f"0x{PC + 0x10:x}"),
-        ("focus is a faulting lane", "yes", "no: (5, 0, 0) (64, 0, 0) 0 3 2 0"),
+        (
+            "focus is a faulting lane",
+            "yes",
+            "no: block (5,0,0) thread (64,0,0) device 0 sm 3 warp 2 lane 0",
+        ),
     }
 
 

@@ -58,3 +58,10 @@ def test_a_path_map_finds_a_file_moved_here(tmp_path):
     (quoted,) = quote([SourceFrame("/build/ci/k.cu", 1)], [], [PathMap("/build/ci", str(tmp_path))])
     assert quoted.path == tmp_path / "k.cu"
     assert quoted.text == "x" * 400  # long lines are cut
+
+
+def test_a_path_map_matches_whole_path_components_only():
+    maps = [PathMap("/build/ci", "/home/me")]
+    assert Path("/home/me/k.cu") in candidates("/build/ci/k.cu", [], maps)
+    assert candidates("/build/ci2/k.cu", [], maps) == [Path("/build/ci2/k.cu")]
+    assert Path("/home/me/k.cu") in candidates("/build/k.cu", [], [PathMap("/build/", "/home/me/")])

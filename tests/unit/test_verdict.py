@@ -88,3 +88,8 @@ def test_a_hang_without_a_pattern_counts_the_live_warps():
     assert verdict.kind is VerdictKind.HANG
     assert verdict.headline.startswith("no exception recorded: 7 live warps, and no deadlock")
     assert verdict.findings == 0
+
+
+def test_one_live_warp_is_spoken_of_in_the_singular():
+    verdict = decide((), HangAnalysis((), (), ()), [_state(1)])
+    assert "no exception recorded: 1 live warp, and" in verdict.headline
