@@ -13,7 +13,9 @@ from dataclasses import dataclass
 
 from postmortem.coredump.faults import read_faults
 from postmortem.coredump.reader import Coredump
+from postmortem.cubin.elfimage import ElfImage
 from postmortem.cubin.inspect import CubinSummary, summarize_cubin
+from postmortem.cubin.lines import LineTable, read_line_table
 from postmortem.cubin.nvinfo import ToolkitInfo, read_toolkit_info
 from postmortem.errors import MalformedElf, NvInfoError
 from postmortem.model import CodeLocation, Fault, Module
@@ -41,6 +43,9 @@ class CodeMap:
         self._loaded: list[LoadedModule] | None = None
         self._by_module: dict[Module, LoadedModule] | None = None
         self._toolkits: dict[Module, ToolkitInfo | None] = {}
+        self._line_tables: dict[Module, LineTable | None] = {}
+        self.unreadable_lines: dict[Module, str] = {}
+        """Modules whose `.debug_line` could not be decoded, and why."""
         self.unreadable: list[tuple[Module, str]] = []
         """Modules whose relocated image could not be read, and why."""
 
@@ -90,6 +95,18 @@ class CodeMap:
             except NvInfoError:
                 self._toolkits[module] = None
         return self._toolkits[module]
+
+    def line_table(self, module: Module) -> LineTable | None:
+        """The module's decoded `.debug_line` (with NVIDIA's inline contexts), read once;
+        None without line info, or when it cannot be decoded (`unreadable_lines` says why)."""
+        if module not in self._line_tables:
+            image = self.image_bytes(module)
+            try:
+                self._line_tables[module] = read_line_table(ElfImage(image)) if image else None
+            except MalformedElf as error:
+                self._line_tables[module] = None
+                self.unreadable_lines[module] = str(error)
+        return self._line_tables[module]
 
     def locate(self, device_index: int, pc: int | None) -> CodeLocation | None:
         """The executable section (and its function) holding `pc` on a device; a root-level

@@ -37,6 +37,8 @@ class FindingCode(Enum):
     # nvdisasm.
     NVDISASM_MISSING = "nvdisasm-missing"
     NVDISASM_FAILED = "nvdisasm-failed"
+    # The line table (analysis/inline.py).
+    LINE_TABLE_DISAGREES = "line-table-disagrees"
     # What the reader set aside (salvage.py).
     PARTIAL_DUMP = "partial-dump"
     ROOT_LEVEL_IMAGE = "root-level-image"

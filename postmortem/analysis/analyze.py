@@ -72,7 +72,7 @@ def analyze_dump(path: Path, options: AnalyzeOptions | None = None) -> Analysis:
         if options.mode == "hang" or (options.mode == "auto" and not sites):
             hang = analyze_hang(core, warps, options.localize, code_map)
         check, note = _second_opinion(core, path, options, summary)
-        sites = named_by_gdb(sites, check)
+        sites, check = named_by_gdb(sites, check)
         builds = build_provenance(code_map, _modules_that_matter(core, code_map, sites, state))
         # Names read while localizing (a warp's barrier info) may have added findings.
         summary = replace(summary, findings=dump_findings(core, code_map))

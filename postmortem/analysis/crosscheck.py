@@ -18,7 +18,8 @@ from dataclasses import dataclass, replace
 from pathlib import PurePosixPath
 from typing import TypeVar
 
-from postmortem.analysis.fault import FaultSite, FrameName
+from postmortem.analysis.fault import FaultSite
+from postmortem.analysis.inline import CUDA_GDB, FrameName
 from postmortem.coredump import Coredump
 from postmortem.coredump import tables as t
 from postmortem.demangle import demangle, without_parameters
@@ -219,8 +220,7 @@ def _coords(
     # block (5,0,0) thread (64,0,0) device 0 sm 3 warp 2 lane 0, as the reports spell them
     device, sm, warp, lane = (("?" if p is None else p) for p in rest)
     return (
-        f"block {_dim(block)} thread {_dim(thread)} device {device} sm {sm} warp {warp} "
-        f"lane {lane}"
+        f"block {_dim(block)} thread {_dim(thread)} device {device} sm {sm} warp {warp} lane {lane}"
     )
 
 
@@ -240,20 +240,36 @@ def _maybe(items: Sequence[str] | None) -> str | None:
     return None if items is None else _join(items)
 
 
-def named_by_gdb(sites: Sequence[FaultSite], check: CrossCheck | None) -> tuple[FaultSite, ...]:
-    """The sites, the innermost frame of the first one named after cuda-gdb's `bt`.
+def named_by_gdb(
+    sites: Sequence[FaultSite], check: CrossCheck | None
+) -> tuple[tuple[FaultSite, ...], CrossCheck | None]:
+    """The sites and the cross-check, with cuda-gdb's function name put to use.
 
-    nvdisasm's -gi prints no function names; cuda-gdb's `bt` says `at F:L in X inlined
-    from …` for the innermost inlined function X, at the focus lane (a lane of the first
-    site). The name is taken only where cuda-gdb's file and line are the frame's.
+    cuda-gdb's `bt` says `at F:L in X inlined from …` for one inlined function X, at the
+    focus lane (a lane of the first site). Where the line table has named the frame at F:L,
+    X becomes a check of that name; where nothing has (no line table), X names that frame.
     """
-    if check is None or not check.backtrace or not sites or not sites[0].quoted:
-        return tuple(sites)
-    top, frame = check.backtrace[0], sites[0].quoted[0].frame
-    same_place = top.line == frame.line and (
-        PurePosixPath(top.file or "").name == PurePosixPath(frame.file).name
-    )
-    if not same_place or not top.inline_function:
-        return tuple(sites)
-    names = (FrameName(top.inline_function, "cuda-gdb"),) + (None,) * (len(sites[0].quoted) - 1)
-    return (replace(sites[0], frame_names=names), *sites[1:])
+    if check is None or not check.backtrace or not sites or not sites[0].chain:
+        return tuple(sites), check
+    top, first = check.backtrace[0], sites[0]
+    depth = next(
+        (
+            depth for depth, frame in enumerate(first.chain)
+            if top.line == frame.line
+            and PurePosixPath(top.file or "").name == PurePosixPath(frame.file).name
+        ),
+        None,
+    )  # fmt: skip
+    if depth is None or not top.inline_function:
+        return tuple(sites), check
+    names = list(first.frame_names or (None,) * len(first.chain))
+    known = names[depth]
+    if known is None:
+        names[depth] = FrameName(top.inline_function, CUDA_GDB)
+        return (replace(first, frame_names=tuple(names)), *sites[1:]), check
+    frame = first.chain[depth]
+    agreement = Check(
+        f"function at {PurePosixPath(frame.file).name}:{frame.line}",
+        known.demangled, demangle(top.inline_function),
+    )  # fmt: skip
+    return tuple(sites), replace(check, checks=(*check.checks, agreement))

@@ -112,7 +112,8 @@ def nvdisasm_missing(install: str) -> Finding:
     return Finding(
         FindingCode.NVDISASM_MISSING,
         Severity.WARNING,
-        "nvdisasm is not installed: no SASS and no source lines, native facts only",
+        "nvdisasm is not installed: no SASS instructions; native facts and the cubin's line "
+        "table only",
         remedy=install,
     )
 

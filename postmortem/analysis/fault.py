@@ -16,6 +16,7 @@ from pathlib import Path
 from postmortem.analysis import diagnose as dx
 from postmortem.analysis.disassembly import disassemble_function, quoted
 from postmortem.analysis.forensics import Forensics, examine
+from postmortem.analysis.inline import FrameName, NamedChain, line_table_chain, reconcile
 from postmortem.analysis.opclass import MEMORY_EXCEPTIONS, is_memory_access
 from postmortem.analysis.source import PathMap, QuotedLine
 from postmortem.codemap import CodeMap, find_faults
@@ -23,7 +24,7 @@ from postmortem.coredump import Coredump
 from postmortem.cubin.inspect import Function
 from postmortem.cubin.nvdisasm import Disassembly, DisassemblyStore
 from postmortem.cubin.sass import SassInstruction, SassListing, SourceFrame
-from postmortem.demangle import demangle, without_parameters
+from postmortem.demangle import without_parameters
 from postmortem.findings import Finding
 from postmortem.model import Fault, FaultSource, Module, describe_exception
 
@@ -43,20 +44,6 @@ class LocalizeOptions:
     """Seconds each external tool may run."""
     store: DisassemblyStore | None = field(default=None, compare=False, repr=False)
     """Where disassemblies are remembered across dumps (a scan worker's); None: nowhere."""
-
-
-@dataclass(frozen=True, slots=True)
-class FrameName:
-    """The function a frame of an inline chain is in, and who said so."""
-
-    function: str
-    """Its name as the source gave it (mangled, or demangled with parameters)."""
-    source: str
-    """Where the name came from: "cuda-gdb"."""
-
-    @property
-    def demangled(self) -> str:
-        return demangle(self.function)
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,7 +71,7 @@ class FaultSite:
     forensics: Forensics | None = None
     """The instruction decoded and its address per lane; None without an instruction."""
     frame_names: tuple[FrameName | None, ...] = ()
-    """The function of each frame of `quoted`, where a source names it (else None)."""
+    """The function of each frame of `chain` (and `quoted`), where a source names it."""
 
     @property
     def module_handle(self) -> int | None:
@@ -157,6 +144,15 @@ def _localize_site(
         base, module=location.module, function=function,
         offset=location.offset, has_line_info=has_lines,
     )  # fmt: skip
+    native = (
+        line_table_chain(code_map, location.module, function, location.offset)
+        if function is not None else None
+    )  # fmt: skip
+    if native is not None:
+        site = _replace(
+            site, chain=native.frames, frame_names=native.names,
+            quoted=quoted(code_map, native.frames, options.source_dirs, options.path_maps),
+        )  # fmt: skip
     if not options.disassemble or function is None or summary is None:
         return _replace(site, diagnoses=tuple(notes))
     return _disassembled(core, code_map, site, location.section_address, options, notes)
@@ -198,10 +194,15 @@ def _disassembled(
     listing = result.listing
     instruction = listing.at(site.offset)
     window = _without_padding(listing.window(site.offset, options.window, options.window), listing)
-    chain = instruction.inline_chain if instruction else ()
+    native = NamedChain(site.chain, site.frame_names) if site.chain else None
+    named, disagreement = reconcile(native, instruction.inline_chain if instruction else ())
+    notes.extend([disagreement] if disagreement else [])
+    chain = named.frames
     if instruction is not None:
         notes.extend(_precision(instruction, window, site.exception))
-    lines = quoted(code_map, chain, options.source_dirs, options.path_maps) if chain else ()
+    lines = site.quoted if chain == site.chain else (
+        quoted(code_map, chain, options.source_dirs, options.path_maps) if chain else ()
+    )  # fmt: skip
     # A warp stopped at a trap accessed nothing: there is no address to examine.
     trapped = all(f.source is FaultSource.TRAP for f in site.faults)
     evidence = (
@@ -209,7 +210,7 @@ def _disassembled(
     )
     return _replace(
         site, instruction=instruction, window=window, chain=chain, quoted=lines,
-        disassembly=result, diagnoses=tuple(notes), forensics=evidence,
+        frame_names=named.names, disassembly=result, diagnoses=tuple(notes), forensics=evidence,
     )  # fmt: skip
 
 

@@ -14,19 +14,22 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 
 from postmortem.analysis.disassembly import disassemble_function
 from postmortem.analysis.fault import LocalizeOptions
+from postmortem.analysis.inline import FrameName, NamedChain, line_table_chain, reconcile
 from postmortem.analysis.source import QuotedLine, quote
 from postmortem.analysis.state import WarpPcs, kernel_code, kernel_of, pc_groups
 from postmortem.codemap import CodeMap
 from postmortem.coredump.reader import Coredump
+from postmortem.cubin.inspect import Function
 from postmortem.cubin.nvdisasm import Disassembly
 from postmortem.cubin.sass import SassInstruction, SassListing, SourceFrame
 from postmortem.findings import Finding, FindingCode, Severity
-from postmortem.model import Dim3
+from postmortem.model import CodeLocation, Dim3
 
 _LOOP_SPAN = 32  # instructions: longer loops are not "spinning in place"
 _LABEL = re.compile(r"`\((?P<label>[^)]+)\)")
@@ -50,6 +53,8 @@ class StuckGroup:
     """"cta" (BAR.SYNC, BAR.RED), "convergence" (BSYNC, WARPSYNC) or None."""
     in_polling_loop: bool
     """The PC lies in a short backward loop that reads memory."""
+    frame_names: tuple[FrameName | None, ...] = ()
+    """The function of each frame of `chain`, from the line table (else None)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,7 +96,9 @@ def analyze_hang(
         notes.extend([note] if note else [])
         listings.extend([result] if result else [])
         listing = result.listing if result else None
-        kernel_groups = _groups(device, grid_id, kernel, members, listing, options)
+        code = kernel_code(core, code_map, device, grid_id)
+        native = partial(_native, code_map, code) if code else None
+        kernel_groups = _groups(device, grid_id, kernel, members, listing, options, native)
         groups.extend(kernel_groups)
         findings.extend(_findings(members, {g.offset: g for g in kernel_groups}, kernel))
     groups.sort(key=lambda g: (-g.lanes, g.device_index, g.grid_id, g.offset))
@@ -126,11 +133,16 @@ def _groups(
     warps: Sequence[WarpPcs],
     listing: SassListing | None,
     options: LocalizeOptions,
+    native: Callable[[int], NamedChain | None] | None = None,
 ) -> list[StuckGroup]:
     found = []
     for group in pc_groups(warps):
         instruction = listing.at(group.offset) if listing else None
-        chain = instruction.inline_chain if instruction else ()
+        named, _ = reconcile(
+            native(group.offset) if native else None,
+            instruction.inline_chain if instruction else (),
+        )
+        chain = named.frames
         found.append(
             StuckGroup(
                 device, grid_id, kernel, group.offset, group.warps, group.lanes, group.blocks,
@@ -138,9 +150,17 @@ def _groups(
                 quote(chain, options.source_dirs, options.path_maps) if chain else (),
                 barrier_kind(instruction),
                 listing is not None and _in_polling_loop(listing, group.offset),
+                named.names,
             )
         )  # fmt: skip
     return found
+
+
+def _native(
+    code_map: CodeMap, code: tuple[CodeLocation, Function], offset: int
+) -> NamedChain | None:
+    location, function = code
+    return line_table_chain(code_map, location.module, function, offset)
 
 
 def barrier_kind(instruction: SassInstruction | None) -> str | None:

@@ -80,8 +80,12 @@ def _hang(hang: HangAnalysis | None) -> Json | None:
                 "in_polling_loop": g.in_polling_loop,
                 "chain": [
                     {"depth": d, "file": q.frame.file, "line": q.frame.line, "source": q.text,
-                     "missing": q.reason}
-                    for d, q in enumerate(g.quoted)
+                     "missing": q.reason, "function": name.demangled if name else None,
+                     "function_mangled": name.function if name else None,
+                     "function_source": name.source if name else None}
+                    for d, (q, name) in enumerate(
+                        zip(g.quoted, g.frame_names or (None,) * len(g.quoted), strict=True)
+                    )
                 ],
             }
             for g in hang.groups
@@ -164,6 +168,7 @@ def _site(site: FaultSite) -> Json:
                 "found_at": None if q.path is None else str(q.path),
                 "missing": q.reason,
                 "function": name.demangled if name else None,
+                "function_mangled": name.function if name else None,
                 "function_source": name.source if name else None,
             }
             for depth, (q, name) in enumerate(zip(site.quoted, names, strict=True))

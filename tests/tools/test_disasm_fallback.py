@@ -233,16 +233,22 @@ def test_when_every_copy_is_refused_the_diagnosis_quotes_nvdisasm(corpus, tmp_pa
     assert "not installed" not in refusal.message
     note = _provenance(build_report(analysis), "nvdisasm")["note"]
     assert note.startswith("nvdisasm refused the image: ")
-    # AND a scan row says the image was refused, not that nvdisasm is missing
+    # AND a scan row is marked degraded (not cached), yet its signature keeps every frame:
+    # the chain comes from the cubin's line table, not from nvdisasm
     row = scan_dump(dump, _work(nvdisasm))
     assert row.degraded and row.signature is not None
-    assert row.signature.quality.advice.startswith("nvdisasm refused the image: ")
+    assert row.signature.quality.line_info and row.signature.quality.advice is None
+    assert row.signature.frames
 
 
-def test_a_scan_without_nvdisasm_says_it_was_not_found():
+def test_a_scan_without_nvdisasm_signs_the_dump_as_a_scan_with_it(nvdisasm):
+    # GIVEN the same dump scanned without nvdisasm and with it
     row = scan_dump(DUMPS / "oob_store.nvcudmp", _work("/nonexistent/nvdisasm"))
-    assert row.degraded and row.signature is not None
-    assert row.signature.quality.advice.startswith("nvdisasm not found")
+    full = scan_dump(DUMPS / "oob_store.nvcudmp", _work(nvdisasm))
+    # THEN the row is degraded (no SASS in its report, not cached), the signature the same
+    assert row.degraded and not full.degraded
+    assert row.signature is not None and full.signature is not None
+    assert row.signature.key == full.signature.key and row.signature.frames
     analysis = _analyze(DUMPS / "oob_store.nvcudmp", "/nonexistent/nvdisasm")
     assert FindingCode.NVDISASM_MISSING in {d.code for d in analysis.sites[0].diagnoses}
 

@@ -209,7 +209,8 @@ def test_census_counts_lanes_warps_ctas_and_coordinates(corpus: Path, nvdisasm):
     # WHEN the fault sites are counted
     (row,) = fault_census([_site(path, corpus, nvdisasm)])
     # THEN the row holds every lane, in one warp of one block on one SM
-    assert (row.lanes, row.warps, row.ctas, row.sms, row.devices) == (len(lanes), 1, 1, 1, 1)
+    c = row.counts
+    assert (c.lanes, c.warps, c.ctas, c.sms, c.devices) == (len(lanes), 1, 1, 1, 1)
     threads = [f["thread_idx"][0] for f in lanes]
     assert row.threads is not None
     assert (row.threads.low[0], row.threads.high[0]) == (min(threads), max(threads))
@@ -227,7 +228,7 @@ def test_census_merges_one_instruction_faulting_on_two_devices(corpus: Path, nvd
     # THEN the two sites (one per device) make one row over both devices
     assert len(sites) == 2
     (row,) = rows
-    assert (row.lanes, row.devices) == (len(lanes), 2)
+    assert (row.counts.lanes, row.counts.devices) == (len(lanes), 2)
     assert row.sms_seen == tuple(sorted({(f["device"], f["sm"]) for f in lanes}))
     blocks = [f["block_idx"] for f in lanes]
     assert row.blocks is not None

@@ -49,7 +49,7 @@ def test_a_dump_without_exception_gets_a_hang_analysis(tmp_path):
     )
     assert analysis.sites == () and analysis.census == ()
     assert analysis.verdict.kind is VerdictKind.HANG
-    assert analysis.verdict.headline.startswith("no exception recorded: 1 live warps")
+    assert analysis.verdict.headline.startswith("no exception recorded: 1 live warp,")
     assert [(g.offset, g.lanes) for g in analysis.hang.groups] == [(barrier, 32)]
     assert [k.kernel for k in analysis.state] == ["_Z24divergent_barrier_kernelPViPf"]
     assert [b.kernels for b in analysis.builds] == [("_Z24divergent_barrier_kernelPViPf",)]

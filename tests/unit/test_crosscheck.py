@@ -10,8 +10,8 @@ from dataclasses import replace
 
 from postmortem import open_coredump
 from postmortem.analysis.crosscheck import crosscheck, named_by_gdb
-from postmortem.analysis.fault import FrameName, LocalizeOptions, localize
-from postmortem.analysis.source import QuotedLine
+from postmortem.analysis.fault import LocalizeOptions, localize
+from postmortem.analysis.inline import FrameName
 from postmortem.cubin.sass import SourceFrame
 from postmortem.findings import Finding, FindingCode, Severity
 from postmortem.gdb.command import CommandOutput
@@ -122,19 +122,34 @@ def test_rows_longer_than_cuda_gdb_11_8_reads_are_named(tmp_path):
     assert check.longer_rows == ("SM table", "CTA table", "warp table", "lane table")
 
 
-def test_named_by_gdb_names_the_innermost_frame_only_at_the_same_place(tmp_path):
-    # GIVEN a site whose innermost frame is include/store.cuh:10, as cuda-gdb's bt says
+def test_cuda_gdb_names_a_frame_only_where_the_line_table_did_not(tmp_path):
+    # GIVEN a site whose chain (without line-table names) has store.cuh:10 innermost, as
+    # cuda-gdb's bt says
     with open_coredump(_dump(tmp_path)) as core:
         (site,) = localize(core, LocalizeOptions(disassemble=False))
-    outer = QuotedLine(SourceFrame("oob_store.cu", 19), None, None, "file not found")
-    inner = QuotedLine(SourceFrame("/build/include/store.cuh", 10), None, None, "file not found")
-    site = replace(site, quoted=(inner, outer))
+    chain = (SourceFrame("/build/include/store.cuh", 10), SourceFrame("oob_store.cu", 19))
+    bare = replace(site, chain=chain, frame_names=(None, None))
     check = _check(tmp_path, _session())
     # WHEN named after cuda-gdb
-    (named,) = named_by_gdb([site], check)
-    # THEN the innermost frame gets cuda-gdb's inlined function, the outer one nothing
+    (named,), same = named_by_gdb([bare], check)
+    # THEN the frame at cuda-gdb's file and line gets its inlined function, no check is added
     assert named.frame_names == (FrameName(INLINED, "cuda-gdb"), None)
+    assert same == check
     # AND at another line the site is left as it was
-    moved = replace(site, quoted=(replace(inner, frame=SourceFrame("store.cuh", 11)), outer))
-    assert named_by_gdb([moved], check)[0].frame_names == ()
-    assert named_by_gdb([site], None) == (site,)
+    moved = replace(bare, chain=(SourceFrame("store.cuh", 11), chain[1]))
+    assert named_by_gdb([moved], check) == ((moved,), check)
+    assert named_by_gdb([bare], None) == ((bare,), None)
+
+
+def test_where_the_line_table_named_the_frame_cuda_gdb_checks_the_name(tmp_path):
+    # GIVEN a site named by the line table (the tiny dump's cubin has -lineinfo)
+    with open_coredump(_dump(tmp_path)) as core:
+        (site,) = localize(core, LocalizeOptions(disassemble=False))
+    assert site.frame_names[0] == FrameName(INLINED, "line table")
+    check = _check(tmp_path, _session())
+    # WHEN cuda-gdb's bt is put to use
+    (named,), checked = named_by_gdb([site], check)
+    # THEN the names stay the line table's, and cuda-gdb's becomes an agreeing check
+    assert named == site
+    extra = checked.checks[len(check.checks) :]
+    assert [(c.fact, c.agrees) for c in extra] == [("function at store.cuh:10", True)]

@@ -68,7 +68,8 @@ def test_without_disassembly_the_hang_analysis_says_it_is_limited(tmp_path):
 def test_a_missing_nvdisasm_is_a_note_of_the_hang_analysis(tmp_path):
     hang = _hang(tmp_path, LocalizeOptions(nvdisasm="/nonexistent/nvdisasm"))
     assert [n.message for n in hang.notes] == [
-        "nvdisasm is not installed: no SASS and no source lines, native facts only"
+        "nvdisasm is not installed: no SASS instructions; native facts and the cubin's line "
+        "table only"
     ]
     assert hang.findings == () and len(hang.groups) == 2
 

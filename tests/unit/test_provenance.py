@@ -81,7 +81,8 @@ def test_a_missing_nvdisasm_is_the_reason_there_is_no_listing(tmp_path):
     sites = _sites(tmp_path, LocalizeOptions(nvdisasm="/nonexistent/nvdisasm"))
     nvdisasm = tool_uses("0.1.0", sites, None, None, None)[1]
     assert (nvdisasm.used, nvdisasm.note) == (
-        False, "nvdisasm is not installed: no SASS and no source lines, native facts only",
+        False, "nvdisasm is not installed: no SASS instructions; native facts and the cubin's line "
+        "table only",
     )  # fmt: skip
     skipped = tool_uses(
         "0.1.0", _sites(tmp_path, LocalizeOptions(disassemble=False)), None, None, None
