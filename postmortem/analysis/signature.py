@@ -1,15 +1,20 @@
 """Crash signatures: one stable key per kind of crash, so that many dumps group by cause.
 
-Signature version 1 (``SIGNATURE_VERSION``) is built from, in this order:
+Signature version 2 (``SIGNATURE_VERSION``) is built from, in this order:
 
 1. the exception, in words (``Warp Illegal Address``); ``no exception`` for a hang dump;
 2. the kernel, demangled and normalized: parameters and return type dropped, every template
    argument list collapsed to ``<>`` (``cutlass::Kernel<cutlass::Gemm<...>>`` →
    ``cutlass::Kernel<>``);
 3. the offset of the faulting PC in the kernel's code section (never an absolute address);
-4. the top inline frames at that PC as ``file:line``, innermost first, after `--map-path` and
+4. the function of the innermost in-app frame, normalized like the kernel (``pm::store<>``;
+   ``?`` when no source names it), from the cubin's line table;
+5. the top inline frames at that PC as ``file:line``, innermost first, after `--map-path` and
    path normalization, skipping frames in library paths (the rules file) up to the first
    in-app frame; ``top_frames`` frames are kept.
+
+Version 1 keys had no (4): ``v1|exception|kernel|+offset|frames``. `read_key` reads keys of
+either version, so results written before the change stay readable.
 
 Hosts, processes, GPUs, load addresses and times are never part of it; they are facets of a
 group. The coarse key is (1) and (2) only, so near-duplicates (the same kernel faulting at
@@ -36,8 +41,13 @@ from postmortem.cubin.sass import SourceFrame
 from postmortem.demangle import demangle
 from postmortem.model import describe_exception
 
-SIGNATURE_VERSION = 1
+SIGNATURE_VERSION = 2
 """Bumped whenever the algorithm changes what it groups together."""
+
+_KEY_PARTS = {
+    1: ("exception", "kernel", "offset", "frames"),
+    2: ("exception", "kernel", "offset", "function", "frames"),
+}
 
 _OPEN = {"<": ">", "(": ")", "[": "]", "{": "}"}
 _CLOSE = {v: k for k, v in _OPEN.items()}
@@ -125,6 +135,8 @@ class SignatureInput:
     """The inline chain at the PC, innermost first."""
     has_line_info: bool | None
     """Whether the cubin has `.debug_line` (None: unknown)."""
+    functions: tuple[str | None, ...] = ()
+    """The mangled function of each frame of `chain`, where a source names it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,6 +157,8 @@ class Signature:
     kernel: str
     """Normalized kernel name."""
     offset: int | None
+    function: str | None
+    """The innermost in-app frame's function, normalized; None when no source names it."""
     frames: tuple[str, ...]
     """The frames in the key (``file:line``)."""
     all_frames: tuple[Frame, ...]
@@ -255,11 +269,14 @@ def compute_signature(
     first_app = next((i for i, f in enumerate(all_frames) if not f.library), None)
     start = first_app if first_app is not None else 0
     frames = tuple(f.label for f in all_frames[start : start + rules.top_frames])
+    named = facts.functions[start] if frames and start < len(facts.functions) else None
+    function = normalize_name(named) if named else None
     components = ["exception"] + (["kernel"] if facts.kernel else [])
-    components += (["offset"] if facts.offset is not None else []) + (["frames"] if frames else [])
+    components += ["offset"] if facts.offset is not None else []
+    components += (["function"] if function else []) + (["frames"] if frames else [])
     offset = "?" if facts.offset is None else f"+0x{facts.offset:x}"
     coarse_key = f"v{SIGNATURE_VERSION}|{exception}|{kernel}"
-    key = f"{coarse_key}|{offset}|{' < '.join(frames)}"
+    key = f"{coarse_key}|{offset}|{function or '?'}|{' < '.join(frames)}"
     return Signature(
         version=SIGNATURE_VERSION,
         rules=f"{rules.name}@{rules.digest}",
@@ -270,6 +287,7 @@ def compute_signature(
         exception=exception,
         kernel=kernel,
         offset=facts.offset,
+        function=function,
         frames=frames,
         all_frames=all_frames,
         skipped=start,
@@ -307,8 +325,43 @@ def signature_input(analysis: Analysis) -> SignatureInput:
     if analysis.sites:
         site = analysis.sites[0]
         kernel = site.function.name if site.function else None
-        return SignatureInput(site.exception, kernel, site.offset, site.chain, site.has_line_info)
+        return SignatureInput(
+            site.exception, kernel, site.offset, site.chain, site.has_line_info,
+            tuple(n.function if n else None for n in site.frame_names),
+        )  # fmt: skip
     if analysis.hang and analysis.hang.groups:
         group = analysis.hang.groups[0]
-        return SignatureInput(None, group.kernel, group.offset, group.chain, None)
+        names = tuple(n.function if n else None for n in group.frame_names)
+        return SignatureInput(None, group.kernel, group.offset, group.chain, None, names)
     return SignatureInput(None, None, None, (), None)
+
+
+def read_key(key: str) -> dict[str, str]:
+    """The parts of a signature key of any version: ``version``, ``exception``, ``kernel``,
+    ``offset``, ``frames`` and, from version 2, ``function``.
+
+    Raises:
+        ValueError: not a key of a known version.
+    """
+    head, _, rest = key.partition("|")
+    version = int(head[1:]) if head[:1] == "v" and head[1:].isdigit() else None
+    names = _KEY_PARTS.get(version or 0)
+    if names is None:
+        raise ValueError(f"not a signature key of a known version: {key[:40]!r}")
+    # Names may hold `|` (`operator|`): the offset (`+0x…` or `?`) is found by its shape,
+    # the kernel is what comes before it; in version 2 the frames are the last part.
+    parts = rest.split("|")
+    at = next((i for i in range(1, len(parts)) if _OFFSET.fullmatch(parts[i])), None)
+    if at is None or len(parts) < len(names):
+        raise ValueError(f"not a version {version} signature key: {key[:40]!r}")
+    found = {"version": str(version), "exception": parts[0], "kernel": "|".join(parts[1:at])}
+    found["offset"] = parts[at]
+    tail = parts[at + 1 :]
+    if version == 1:
+        found["frames"] = "|".join(tail)
+    else:
+        found["function"], found["frames"] = "|".join(tail[:-1]), tail[-1] if tail else ""
+    return found
+
+
+_OFFSET = re.compile(r"\+0x[0-9a-f]+|\?")

@@ -226,6 +226,7 @@ def _escaped(signature: Signature) -> Signature:
         coarse_key=escape_controls(signature.coarse_key),
         exception=escape_controls(signature.exception),
         kernel=escape_controls(signature.kernel),
+        function=None if signature.function is None else escape_controls(signature.function),
         frames=tuple(escape_controls(frame) for frame in signature.frames),
         all_frames=tuple(replace(f, file=escape_controls(f.file)) for f in signature.all_frames),
     )

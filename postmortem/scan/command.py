@@ -92,6 +92,7 @@ def render_signature(path: Path, signature: Signature) -> str:
         f"  coarse:     {signature.coarse_id}  {signature.coarse_key}",
         f"  exception:  {signature.exception}",
         f"  kernel:     {signature.kernel}",
+        f"  function:   {signature.function or '?'}",
         "  offset:     " + ("?" if signature.offset is None else f"0x{signature.offset:x}"),
         f"  components: {', '.join(signature.components)}",
         f"  quality:    {quality.score}/3" + (f" ({quality.advice})" if quality.advice else ""),

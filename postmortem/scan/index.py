@@ -35,7 +35,8 @@ def signature_view(signature: Signature) -> dict[str, Any]:
         "version": signature.version, "rules": signature.rules, "id": signature.id,
         "key": signature.key, "coarse_id": signature.coarse_id,
         "coarse_key": signature.coarse_key, "exception": signature.exception,
-        "kernel": signature.kernel, "offset": signature.offset,
+        "kernel": signature.kernel, "function": signature.function,
+        "offset": signature.offset,
         "offset_hex": None if signature.offset is None else f"0x{signature.offset:x}",
         "frames": list(signature.frames),
         "all_frames": [

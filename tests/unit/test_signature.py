@@ -15,6 +15,7 @@ from postmortem.analysis.signature import (
     load_rules,
     normalize_name,
     normalize_path,
+    read_key,
 )
 from postmortem.analysis.source import PathMap
 from postmortem.cubin.sass import SourceFrame
@@ -166,3 +167,64 @@ def test_rules_file_is_read_and_checked(tmp_path):
 
 def test_other_rules_change_the_rules_digest():
     assert RULES.digest != SignatureRules("test", ("cub/*",), 2).digest
+
+
+def test_version_2_keys_carry_the_innermost_in_app_function():
+    # GIVEN a chain whose innermost frame is a library's, then pm::store<float>'s
+    chain = (SourceFrame("/i/cute/arch/copy.hpp", 5), SourceFrame("/s/store.cuh", 10))
+    functions = ("_ZN4cute4copyEv", "_ZN2pm5storeIfEEvPT_iS1_")
+    facts = SignatureInput(14, "_Z1kPf", 0x40, chain, True, functions)
+    # WHEN signed
+    sig = compute_signature(facts, RULES)
+    # THEN the in-app frame's function, normalized, is a component of the key
+    assert sig.function == "pm::store<>"
+    assert sig.key == "v2|Warp Illegal Address|k|+0x40|pm::store<>|/s/store.cuh:10"
+    assert sig.components == ("exception", "kernel", "offset", "function", "frames")
+    # AND the same lines under another function are another signature
+    other = SignatureInput(14, "_Z1kPf", 0x40, chain, True, (None, "_ZN2pm4loadIfEEvPT_iS1_"))
+    assert compute_signature(other, RULES).id != sig.id
+
+
+def test_a_frame_no_source_names_leaves_the_function_unknown():
+    sig = compute_signature(_facts([("/s/a.cu", 3)]), RULES)
+    assert sig.function is None and "|+0x40|?|/s/a.cu:3" in sig.key
+
+
+@pytest.mark.parametrize(
+    ("key", "parts"),
+    [
+        (
+            "v1|Warp Illegal Address|oob_kernel|+0xd0|include/store.cuh:10 < oob_store.cu:19",
+            {"version": "1", "exception": "Warp Illegal Address", "kernel": "oob_kernel",
+             "offset": "+0xd0", "frames": "include/store.cuh:10 < oob_store.cu:19"},
+        ),
+        (
+            "v2|Warp Illegal Address|ns::operator|<>|+0xd0|pm::store<>|store.cuh:10",
+            {"version": "2", "exception": "Warp Illegal Address", "kernel": "ns::operator|<>",
+             "offset": "+0xd0", "function": "pm::store<>", "frames": "store.cuh:10"},
+        ),
+        (
+            "v2|no exception|k|?|?|",
+            {"version": "2", "exception": "no exception", "kernel": "k", "offset": "?",
+             "function": "?", "frames": ""},
+        ),
+    ],
+)  # fmt: skip
+def test_keys_of_every_version_stay_readable(key, parts):
+    assert read_key(key) == parts
+
+
+def test_a_key_of_no_known_version_is_refused():
+    for key in ("v9|x|k|+0x1|f", "Warp Illegal Address|k", "v1|x|k|f"):
+        with pytest.raises(ValueError):
+            read_key(key)
+
+
+def test_read_key_reads_what_compute_signature_writes():
+    sig = compute_signature(_facts([("/s/a.cu", 3), ("/s/b.cu", 7)]), RULES)
+    parts = read_key(sig.key)
+    assert (parts["kernel"], parts["offset"], parts["frames"]) == (
+        "k",
+        "+0x40",
+        " < ".join(sig.frames),
+    )
