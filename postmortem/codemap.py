@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from postmortem.coredump.faults import read_faults
 from postmortem.coredump.reader import Coredump
+from postmortem.cubin.dwarfinfo import InlineTree, read_inline_tree
 from postmortem.cubin.elfimage import ElfImage
 from postmortem.cubin.inspect import CubinSummary, summarize_cubin
 from postmortem.cubin.lines import LineTable, read_line_table
@@ -44,6 +45,7 @@ class CodeMap:
         self._by_module: dict[Module, LoadedModule] | None = None
         self._toolkits: dict[Module, ToolkitInfo | None] = {}
         self._line_tables: dict[Module, LineTable | None] = {}
+        self._inline_trees: dict[Module, InlineTree | None] = {}
         self.unreadable_lines: dict[Module, str] = {}
         """Modules whose `.debug_line` could not be decoded, and why."""
         self.unreadable: list[tuple[Module, str]] = []
@@ -107,6 +109,18 @@ class CodeMap:
                 self._line_tables[module] = None
                 self.unreadable_lines[module] = str(error)
         return self._line_tables[module]
+
+    def inline_tree(self, module: Module) -> InlineTree | None:
+        """The inlined calls of the module's `.debug_info` (a `-G` build), read once; None
+        without them, or when they cannot be read (`unreadable_lines` says why)."""
+        if module not in self._inline_trees:
+            image = self.image_bytes(module)
+            try:
+                self._inline_trees[module] = read_inline_tree(ElfImage(image)) if image else None
+            except MalformedElf as error:
+                self._inline_trees[module] = None
+                self.unreadable_lines[module] = str(error)
+        return self._inline_trees[module]
 
     def locate(self, device_index: int, pc: int | None) -> CodeLocation | None:
         """The executable section (and its function) holding `pc` on a device; a root-level

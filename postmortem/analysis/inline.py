@@ -1,10 +1,11 @@
-"""The inline chain at a PC from the cubin's own line table, every frame named.
+"""The inline chain at a PC from the cubin's own debug info, every frame named.
 
 `nvdisasm -gi` prints each frame's file and line but no function; cuda-gdb names the
 innermost frame only. The line table names them all (`postmortem.cubin.lines`): the
 outermost frame is the function of the code section, every inner one the inlined function
-the table's context names. Where nvdisasm ran, its chain must agree with the table's (files
-and lines); where it did not, the table alone gives the chain.
+the table's context names. A `-G` build has no contexts in its line table; its
+`.debug_info` holds the inlined calls instead (`postmortem.cubin.dwarfinfo`). Where nvdisasm
+ran, its chain must agree (files and lines); where it did not, the cubin alone gives it.
 """
 
 from __future__ import annotations
@@ -12,13 +13,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from postmortem.codemap import CodeMap
+from postmortem.cubin.dwarfinfo import InlinedCall, InlineTree
 from postmortem.cubin.inspect import Function
+from postmortem.cubin.lines import InlineFrame, LineTable
 from postmortem.cubin.sass import SourceFrame
 from postmortem.demangle import demangle
 from postmortem.findings import Finding, FindingCode, Severity
 from postmortem.model import Module
 
 LINE_TABLE = "line table"
+DEBUG_INFO = "debug info"
 SYMBOL_TABLE = "symbol table"
 CUDA_GDB = "cuda-gdb"
 
@@ -44,6 +48,8 @@ class NamedChain:
 
     frames: tuple[SourceFrame, ...]
     names: tuple[FrameName | None, ...]
+    origin: str = LINE_TABLE
+    """Where the chain came from: "line table" or "debug info" (a `-G` build)."""
 
 
 def line_table_chain(
@@ -52,9 +58,23 @@ def line_table_chain(
     """The chain at `offset` of `function`'s code section, from the module's line table;
     None without line info there."""
     table = code_map.line_table(module)
-    frames = table.chain(function.section_index, offset) if table else ()
+    if table is None:
+        return None
+    tree = code_map.inline_tree(module) if table.sections else None
+    return cubin_chain(table, tree, function, offset)
+
+
+def cubin_chain(
+    table: LineTable, tree: InlineTree | None, function: Function, offset: int
+) -> NamedChain | None:
+    """The named chain at `offset` of `function`'s section, from a cubin's line table and,
+    for a `-G` build, its `.debug_info`; None where the table covers no row there."""
+    frames = table.chain(function.section_index, offset)
     if not frames:
         return None
+    calls = tree.calls_at(function.section_index, offset) if tree and len(frames) == 1 else ()
+    if calls:
+        return _from_debug_info(frames[0], calls, table.files, function)
     names = tuple(
         FrameName(f.function, LINE_TABLE) if f.function
         else FrameName(function.name, SYMBOL_TABLE) if depth == len(frames) - 1
@@ -64,6 +84,29 @@ def line_table_chain(
     return NamedChain(tuple(SourceFrame(f.file, f.line) for f in frames), names)
 
 
+def _from_debug_info(
+    innermost: InlineFrame, calls: tuple[InlinedCall, ...], files: tuple[str, ...],
+    function: Function,
+) -> NamedChain:  # fmt: skip
+    # The PC's own row gives the innermost file and line; each call, innermost first, gives
+    # the line it was called from, in the function of the call around it.
+    frames = [SourceFrame(innermost.file, innermost.line)]
+    names: list[FrameName | None] = [_debug_name(calls[-1].function)]
+    for depth in range(len(calls) - 1, -1, -1):
+        call = calls[depth]
+        file = files[call.call_file] if 0 <= call.call_file < len(files) else "?"
+        frames.append(SourceFrame(file, call.call_line))
+        names.append(
+            _debug_name(calls[depth - 1].function) if depth
+            else FrameName(function.name, SYMBOL_TABLE)
+        )  # fmt: skip
+    return NamedChain(tuple(frames), tuple(names), DEBUG_INFO)
+
+
+def _debug_name(name: str | None) -> FrameName | None:
+    return FrameName(name, DEBUG_INFO) if name else None
+
+
 def reconcile(
     native: NamedChain | None, listed: tuple[SourceFrame, ...]
 ) -> tuple[NamedChain, Finding | None]:
@@ -71,7 +114,9 @@ def reconcile(
     (or nvdisasm gave none); nvdisasm's, unnamed, with a finding, when they differ."""
     if native is None:
         return NamedChain(listed, (None,) * len(listed)), None
-    if not listed or listed == native.frames:
+    # A -G build's nvdisasm chain is flat: the PC's own line, which the debug info extends.
+    flat = native.origin == DEBUG_INFO and len(listed) == 1 and listed[0] == native.frames[0]
+    if not listed or listed == native.frames or flat:
         return native, None
     return NamedChain(listed, (None,) * len(listed)), Finding(
         FindingCode.LINE_TABLE_DISAGREES,

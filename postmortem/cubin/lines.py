@@ -93,7 +93,10 @@ class _Sequence:
 class LineTable:
     """Every sequence of a cubin's line program, by code section."""
 
-    def __init__(self, sequences: list[_Sequence]) -> None:
+    def __init__(self, sequences: list[_Sequence], files: tuple[str, ...] = ()) -> None:
+        self.files = files
+        """The first unit's file names, by the numbers its program (and `DW_AT_call_file`)
+        uses: from 1 in DWARF 2-4 (entry 0 is empty), from 0 in DWARF 5."""
         self._by_section: dict[int, list[_Sequence]] = {}
         for sequence in sequences:
             self._by_section.setdefault(sequence.section, []).append(sequence)
@@ -161,12 +164,14 @@ def decode_line_program(
         MalformedElf: the program is cut short or its header is inconsistent.
     """
     sequences: list[_Sequence] = []
+    files: tuple[str, ...] | None = None
     offset = 0
     while offset < len(data):
         unit = _Unit(data, offset, strings, line_strings, place or _at_value)
         sequences.extend(unit.sequences())
+        files = tuple(unit.files) if files is None else files
         offset = unit.end
-    return LineTable(sequences)
+    return LineTable(sequences, files or ())
 
 
 def _at_value(_operand: int, value: int) -> tuple[int, int]:
