@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -35,6 +36,20 @@ def require_tool(name: str) -> Path:
         if in_ci():
             pytest.fail(f"CI=true and a required tool is missing: {message}")
         pytest.skip(message)
+
+
+def require_nvcc() -> Path:
+    """The nvcc of the fixtures extra (the `nvidia-cuda-nvcc` wheel, as `make fixtures` finds
+    it), or a skip (a failure under CI=true)."""
+    sys.path.insert(0, str(REPO / "fixtures" / "builder"))
+    import sites  # noqa: PLC0415 (the fixture builder is not a package)
+
+    try:
+        return Path(sites.find_wheel_tool("nvcc", "cu13", "PM_NVCC"))
+    except FileNotFoundError as error:
+        if in_ci():
+            pytest.fail(f"CI=true and nvcc is missing: {error}")
+        pytest.skip(str(error))
 
 
 def require_files(paths: list[Path], what: str) -> list[Path]:

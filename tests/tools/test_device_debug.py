@@ -25,28 +25,18 @@ from postmortem.cubin.sass import parse_sass
 from postmortem.errors import MalformedElf
 from tests.conftest import FIXTURES
 from tests.csource import base_name, enclosing_function
-from tests.tooling import in_ci, require_tool
+from tests.tooling import require_nvcc, require_tool
 
 sys.path.insert(0, str(FIXTURES / "builder"))
 import markers  # noqa: E402
-import sites  # noqa: E402
 
 SOURCES = FIXTURES / "cu"
 PLANTED = ["oob_store", "cutlass_like", "two_kernels", "misaligned_load"]
 
 
-def _nvcc() -> Path:
-    try:
-        return sites.find_wheel_tool("nvcc", "cu13", "PM_NVCC")
-    except FileNotFoundError as error:
-        if in_ci():
-            pytest.fail(f"CI=true and nvcc is missing: {error}")
-        pytest.skip(str(error))
-
-
 @pytest.fixture(scope="module")
 def debug_cubins(tmp_path_factory) -> dict[str, Path]:
-    nvcc = _nvcc()
+    nvcc = require_nvcc()
     out = tmp_path_factory.mktemp("device-debug")
     built = {}
     for name in PLANTED:

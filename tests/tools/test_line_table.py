@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 from pathlib import Path, PurePosixPath
 
 import pytest
@@ -18,7 +19,11 @@ from postmortem.cubin.nvdisasm import build_nvdisasm_argv
 from postmortem.cubin.sass import parse_sass
 from postmortem.gdb import Parsed, parse_backtrace
 from tests.conftest import DUMPS, FIXTURES
-from tests.tooling import TRANSCRIPTS, load_transcript, require_tool
+from tests.csource import base_name, enclosing_function
+from tests.tooling import TRANSCRIPTS, load_transcript, require_nvcc, require_tool
+
+sys.path.insert(0, str(FIXTURES / "builder"))
+import markers  # noqa: E402
 
 INDEX = json.loads((FIXTURES / "cubins" / "index.json").read_text())["cubins"]
 WITH_LINES = sorted(k for k, v in INDEX.items() if v["lineinfo"])
@@ -78,3 +83,31 @@ def test_cuda_gdb_names_the_same_function_where_it_names_one(transcript):
         if name is not None
     }
     assert named[(PurePosixPath(top.file or "").name, top.line)] == top.inline_function
+
+
+def test_a_second_kernel_s_inline_contexts_count_its_own_rows(tmp_path):
+    # GIVEN two kernels inlining the same helpers, compiled with -lineinfo by the real nvcc
+    source = FIXTURES / "cu" / "lines" / "two_inline_kernels.cu"
+    cubin = tmp_path / "k.cubin"
+    nvcc = require_nvcc()
+    argv = [str(nvcc), "-cubin", "-O3", "-lineinfo", "-arch=sm_90", "-o", str(cubin), source.name]
+    result = subprocess.run(argv, cwd=source.parent, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    data = cubin.read_bytes()
+    table = read_line_table(ElfImage(data))
+    assert table is not None
+    second = next(f for f in summarize_cubin(data).functions if f.name == "_Z6secondPfi")
+    # WHEN the chains at the second kernel's store are read from the line table
+    expected = markers.expected_chain(source)
+    stores = [
+        r.offset for r in table.rows(second.section_index)
+        if Path(r.file).name == expected[0][0] and r.line == expected[0][1]
+    ]  # fmt: skip
+    assert stores
+    for offset in stores:
+        chain = table.chain(second.section_index, offset)
+        # THEN the call sites are the second kernel's lines, each frame named from the source
+        assert [(Path(f.file).name, f.line) for f in chain] == expected
+        assert [base_name(f.function or second.name) for f in chain] == [
+            enclosing_function(source, f.line) for f in chain
+        ]
