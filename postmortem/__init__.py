@@ -1,13 +1,30 @@
 """postmortem: CUDA GPU coredumps turned into answers, on any machine.
 
+Two levels of API. The reader: what the dump holds, no tool needed.
+
 >>> from postmortem import open_coredump, find_faults
 >>> with open_coredump("core.nvcudmp") as core:
 ...     for fault in find_faults(core):
 ...         print(fault.exception_name, hex(fault.error_pc or 0))
+
+The analysis: what `postmortem analyze` reports, as typed, frozen data.
+
+>>> from pathlib import Path
+>>> from postmortem import AnalyzeOptions, analyze_dump
+>>> analysis = analyze_dump(Path("core.nvcudmp"), AnalyzeOptions(cuda_gdb=False))
+>>> print(analysis.verdict.headline)
+
+`import postmortem` loads only the errors and the version: each other name is imported on
+first use (PEP 562), so that a program, or the command line's `--help`, that does not read a
+dump does not pay for numpy, the reader or the analysis.
 """
 
-from postmortem.codemap import CodeMap, find_faults
-from postmortem.coredump import Coredump, open_coredump
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from postmortem._version import __version__
 from postmortem.errors import (
     CompressedDumpError,
     CorruptSection,
@@ -20,9 +37,25 @@ from postmortem.errors import (
     UnreadableFile,
 )
 
-__version__ = "0.1.0"
+if TYPE_CHECKING:
+    from postmortem.analysis.analyze import Analysis, AnalyzeOptions, analyze_dump
+    from postmortem.codemap import CodeMap, find_faults
+    from postmortem.coredump import Coredump, open_coredump
+
+_LAZY: dict[str, str] = {
+    # name: the module that defines it; keep in step with the TYPE_CHECKING imports above.
+    "CodeMap": "postmortem.codemap",
+    "find_faults": "postmortem.codemap",
+    "Coredump": "postmortem.coredump",
+    "open_coredump": "postmortem.coredump",
+    "Analysis": "postmortem.analysis.analyze",
+    "AnalyzeOptions": "postmortem.analysis.analyze",
+    "analyze_dump": "postmortem.analysis.analyze",
+}
 
 __all__ = [
+    "Analysis",
+    "AnalyzeOptions",
     "CodeMap",
     "CompressedDumpError",
     "Coredump",
@@ -35,6 +68,22 @@ __all__ = [
     "TruncatedDump",
     "UnreadableFile",
     "__version__",
+    "analyze_dump",
     "find_faults",
     "open_coredump",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    # Called only for names not yet in the module's namespace: import the defining module
+    # once, and keep the value here so that later lookups are plain attribute reads.
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -2,32 +2,31 @@
 
 Exit status (stable): 0 done; 2 the input could not be read as a CUDA coredump;
 3 an external tool failed; 1 anything else.
+
+Each command imports what it needs when it runs (`postmortem.commands`,
+`postmortem.scan.cli_support`): `--help` and shell completion load click and this module
+only, never the reader, numpy, the analysis or jinja2.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 import traceback
-from collections.abc import Callable
-from dataclasses import replace
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from postmortem import __version__
-from postmortem.analysis.analyze import AnalyzeOptions, analyze_dump
-from postmortem.analysis.fault import LocalizeOptions
-from postmortem.analysis.source import PathMap
-from postmortem.coredump import open_coredump
-from postmortem.errors import ExitStatus, PostmortemError
-from postmortem.extract import extract_cubins, index_entries
-from postmortem.report.context import build_report
-from postmortem.report.info import build_info
-from postmortem.report.render import FORMATS, render
+from postmortem._version import __version__
+from postmortem.errors import BadOption, ExitStatus, PostmortemError
+from postmortem.report.formats import ANALYZE_FORMATS, SCAN_FORMATS, format_of
 from postmortem.report.textsafe import escape_controls
-from postmortem.scan import cli_support as scan_cli
-from postmortem.summary import summarize
+
+if TYPE_CHECKING:
+    from postmortem.analysis.source import PathMap
+    from postmortem.commands import ToolSettings
 
 T = TypeVar("T")
 F = TypeVar("F", bound=Callable[..., Any])
@@ -41,9 +40,8 @@ def _run(debug: bool, action: Callable[[], T]) -> T:
     except PostmortemError as error:
         if debug:
             traceback.print_exc()
-        click.echo(escape_controls(f"error: {error}"), err=True)
-        if error.hint:
-            click.echo(escape_controls(f"hint: {error.hint}"), err=True)
+        hint = f" (hint: {error.hint})" if error.hint else ""
+        click.echo(escape_controls(f"error: {error}{hint}"), err=True)
         sys.exit(error.exit_status)
     except KeyboardInterrupt:
         sys.exit(130)
@@ -55,32 +53,25 @@ def _run(debug: bool, action: Callable[[], T]) -> T:
         sys.exit(ExitStatus.INTERNAL)
 
 
-def _analyze_options(
+def _tools(
     no_disasm: bool,
     nvdisasm: Path | None,
     no_gdb: bool,
     cuda_gdb: Path | None,
-    timeout: float | None,
+    timeout: float | None = None,
     source_dirs: tuple[Path, ...] = (),
     path_maps: tuple[PathMap, ...] = (),
-    window: int | None = None,
-    mode: str = "auto",
-) -> AnalyzeOptions:
-    # The tool options of every command, built here alike; None keeps the library default.
-    localize = LocalizeOptions(
-        source_dirs=source_dirs, path_maps=path_maps, disassemble=not no_disasm,
-        nvdisasm=nvdisasm,
-    )  # fmt: skip
-    if window is not None:
-        localize = replace(localize, window=window)
-    if timeout is not None:
-        localize = replace(localize, timeout=timeout)
-    return AnalyzeOptions(localize, mode=mode, cuda_gdb=not no_gdb, cuda_gdb_path=cuda_gdb)
+) -> ToolSettings:
+    from postmortem.commands import ToolSettings
+
+    return ToolSettings(no_disasm, nvdisasm, no_gdb, cuda_gdb, timeout, source_dirs, path_maps)
 
 
 def _path_maps(
     _ctx: click.Context, _param: click.Parameter, values: tuple[str, ...]
 ) -> tuple[PathMap, ...]:
+    from postmortem.analysis.source import PathMap
+
     try:
         return tuple(PathMap.parse(value) for value in values)
     except ValueError as error:
@@ -108,7 +99,36 @@ def _tool_option(flag: str, name: str, help_text: str) -> Callable[[F], F]:
     return click.option(flag, name, type=click.Path(path_type=Path, dir_okay=False), help=help_text)
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class _Commands(click.Group):
+    """The command group, its usage errors said in one line like every other error."""
+
+    def main(
+        self,
+        args: Sequence[str] | None = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        **extra: Any,
+    ) -> Any:
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, False, **extra)
+        try:
+            result = super().main(args, prog_name, complete_var, False, **extra)
+        except click.UsageError as error:
+            where = error.ctx.command_path if error.ctx else "postmortem"
+            line = f"error: {error.format_message()} (see `{where} --help`)"
+            click.echo(escape_controls(line), err=True)
+            sys.exit(error.exit_code)
+        except click.ClickException as error:
+            click.echo(escape_controls(f"error: {error.format_message()}"), err=True)
+            sys.exit(error.exit_code)
+        except click.Abort:
+            click.echo("error: aborted", err=True)
+            sys.exit(130)
+        sys.exit(result if isinstance(result, int) else 0)
+
+
+@click.group(cls=_Commands, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="postmortem")
 def main() -> None:
     """postmortem: CUDA GPU coredumps turned into answers, on any machine.
@@ -118,39 +138,60 @@ def main() -> None:
     """
 
 
+_core_argument = click.argument("core", type=click.Path(path_type=Path))
+
+
+def _check_core(core: Path, debug: bool) -> None:
+    # A folder is a scan's job; say so in one line rather than click's usage block.
+    if core.is_dir():
+        _run(debug, _raise(BadOption("CORE", f"{core} is a folder: use `postmortem scan {core}`")))
+
+
+def _raise(error: PostmortemError) -> Callable[[], None]:
+    def action() -> None:
+        raise error
+
+    return action
+
+
 @main.command()
-@click.argument("core", type=click.Path(path_type=Path, dir_okay=False))
+@_core_argument
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
 @_debug_option
 def info(core: Path, as_json: bool, debug: bool) -> None:
     """Print what the native reader finds in CORE: devices, grids, faults, modules.
 
-    Needs no external tool. CORE may be gzip-compressed.
+    Needs no external tool. CORE may be gzip-, zstd- or xz-compressed.
     """
+    _check_core(core, debug)
+    from postmortem.commands import info_text
 
-    def action() -> str:
-        with open_coredump(core) as dump:
-            summary = summarize(dump)
-        return render("info", build_info(summary), "json" if as_json else "text")
-
-    click.echo(_run(debug, action), nl=False)
+    click.echo(_run(debug, lambda: info_text(core, as_json)), nl=False)
 
 
 @main.command()
-@click.argument("core", type=click.Path(path_type=Path, dir_okay=False))
+@_core_argument
 @click.option(
     "--format",
     "fmt",
-    type=click.Choice(FORMATS),
-    default="text",
-    show_default=True,
-    help="text for a terminal, md for an issue tracker, html for a browser, json for programs.",
+    type=click.Choice(ANALYZE_FORMATS),
+    default=None,
+    help="text for a terminal, md for an issue tracker, html for a browser, json for programs "
+    "(default: as the -o file's name says, .html .md .json; else text).",
 )
 @click.option(
     "-o",
     "--output",
-    type=click.Path(path_type=Path, dir_okay=False, writable=True),
-    help="Write the report to this file instead of standard output.",
+    type=click.Path(path_type=Path, allow_dash=True),
+    help="Write the report to this file instead of standard output (- for standard output).",
+)
+@click.option(
+    "--color",
+    type=click.Choice(("auto", "always", "never")),
+    default="auto",
+    show_default=True,
+    help="Color the text report (auto: on a terminal, unless NO_COLOR is set; FORCE_COLOR "
+    "forces it).",
 )
 @click.option(
     "--window",
@@ -194,8 +235,9 @@ def info(core: Path, as_json: bool, debug: bool) -> None:
 @_debug_option
 def analyze(
     core: Path,
-    fmt: str,
+    fmt: str | None,
     output: Path | None,
+    color: str,
     window: int,
     source_dirs: tuple[Path, ...],
     path_maps: tuple[PathMap, ...],
@@ -217,26 +259,40 @@ def analyze(
     faulting instruction, the instructions around it and the inline chain; with cuda-gdb
     it checks the native facts against cuda-gdb's and lists any disagreement.
     """  # fmt: skip
-    options = _analyze_options(
-        no_disasm, nvdisasm, no_gdb, cuda_gdb, timeout, source_dirs, path_maps, window, mode
-    )
+    _check_core(core, debug)
+    if output is not None and str(output) == "-":
+        output = None
+    fmt = fmt or (format_of(output) if output is not None else None) or "text"
+    from postmortem.commands import analyze_options, analyze_text, check_output, write_output
 
-    color = fmt == "text" and output is None and sys.stdout.isatty()
-
-    def action() -> str:
-        report = build_report(analyze_dump(core, options))
-        return render("analyze", report, fmt, color=color, verbose=verbose)
-
-    text = _run(debug, action)
+    if output is not None:
+        _run(debug, lambda: check_output(output))
+    tools = _tools(no_disasm, nvdisasm, no_gdb, cuda_gdb, timeout, source_dirs, path_maps)
+    options = analyze_options(tools, window, mode)
+    colored = fmt == "text" and output is None and _wants_color(color, sys.stdout)
+    text = _run(debug, lambda: analyze_text(core, options, fmt, color=colored, verbose=verbose))
     if output is None:
-        click.echo(text, nl=False)
+        # click strips ANSI codes from a stream that is not a terminal, unless told
+        click.echo(text, nl=False, color=colored)
     else:
-        output.write_text(text, encoding="utf-8")
+        _run(debug, lambda: write_output(output, text))
         click.echo(f"report written to {escape_controls(str(output))}", err=True)
 
 
+def _wants_color(choice: str, stream: Any) -> bool:
+    """--color always/never; auto: FORCE_COLOR, else not NO_COLOR and a terminal
+    (https://no-color.org, https://force-color.org)."""
+    if choice != "auto":
+        return choice == "always"
+    if os.environ.get("FORCE_COLOR", "") not in ("", "0"):
+        return True
+    if os.environ.get("NO_COLOR", ""):
+        return False
+    return bool(stream.isatty())
+
+
 @main.command()
-@click.argument("core", type=click.Path(path_type=Path, dir_okay=False))
+@_core_argument
 @click.option(
     "--out", "out_dir", type=click.Path(path_type=Path, file_okay=False), required=True,
     help="Directory to write the cubins and index.json / index.txt into.",
@@ -250,14 +306,10 @@ def extract(core: Path, out_dir: Path, force: bool, debug: bool) -> None:
     index.json list the functions each holds and mark the one that faulted.
     """
 
-    def action() -> str:
-        with open_coredump(core) as dump:
-            written = extract_cubins(dump, out_dir, force=force)
-        where = escape_controls(str(out_dir))
-        index = render("extract", index_entries(written), "text")
-        return index + f"{len(written)} cubin(s) written to {where}\n"
+    _check_core(core, debug)
+    from postmortem.commands import extract_text
 
-    click.echo(_run(debug, action), nl=False)
+    click.echo(_run(debug, lambda: extract_text(core, out_dir, force)), nl=False)
 
 
 @main.command()
@@ -274,7 +326,7 @@ def extract(core: Path, out_dir: Path, force: bool, debug: bool) -> None:
 @click.option(
     "--format",
     "fmt",
-    type=click.Choice(scan_cli.INDEX_FORMATS),
+    type=click.Choice(SCAN_FORMATS),
     default="text",
     show_default=True,
     help="Index format; json writes JSON lines (one object per dump and group).",
@@ -293,7 +345,7 @@ def extract(core: Path, out_dir: Path, force: bool, debug: bool) -> None:
 )
 @click.option(
     "--report-format",
-    type=click.Choice(FORMATS),
+    type=click.Choice(ANALYZE_FORMATS),
     default=None,
     help="Format of the per-dump reports (default: the index's; html for an html index).",
 )
@@ -373,13 +425,18 @@ def scan(
     rows (unreadable, truncated, corrupt, timed out); 130 interrupted (Ctrl-C), with the
     partial results written; 2 bad arguments or cache; 1 internal error.
     """
+    from postmortem.commands import analyze_options
+    from postmortem.scan import cli_support as scan_cli
+
     settings = scan_cli.ScanSettings(
         fmt=fmt, jobs=jobs, output=output, reports_dir=reports_dir,
         report_format=report_format, jsonl=jsonl, since=since, timeout_s=timeout, rules=rules,
         name_patterns=name_patterns, follow_symlinks=follow_symlinks, cache_path=cache_path,
         use_cache=not no_cache,
     )  # fmt: skip
-    tools = _analyze_options(no_disasm, nvdisasm, no_gdb, cuda_gdb, None, source_dirs, path_maps)
+    tools = analyze_options(
+        _tools(no_disasm, nvdisasm, no_gdb, cuda_gdb, None, source_dirs, path_maps)
+    )
     tty = sys.stderr.isatty()
     request = _run(debug, lambda: scan_cli.scan_request(roots, settings, tools, tty))
     result, text = _run(debug, lambda: scan_cli.run(request))
@@ -391,7 +448,7 @@ def scan(
 
 @main.command()
 @click.argument("cores", nargs=-1, required=True, metavar="CORE...",
-                type=click.Path(path_type=Path, dir_okay=False))  # fmt: skip
+                type=click.Path(path_type=Path))  # fmt: skip
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (one object per line).")
 @_map_path_option("Rewrite a build-machine path prefix (repeatable).")
 @click.option(
@@ -417,7 +474,10 @@ def signature(
     offset of the fault in the kernel and the top in-app inline frames; see the README.
     Exit status: 0 done, 2 a CORE could not be read (the others are still printed).
     """
-    tools = _analyze_options(no_disasm, nvdisasm, True, None, None, path_maps=path_maps)
+    from postmortem.commands import analyze_options
+    from postmortem.scan import cli_support as scan_cli
+
+    tools = analyze_options(_tools(no_disasm, nvdisasm, True, None, path_maps=path_maps))
     request = scan_cli.SignatureRequest(tools, rules, as_json)
     text, errors = _run(debug, lambda: scan_cli.signature_texts(cores, request))
     click.echo(text, nl=False)

@@ -42,6 +42,9 @@ class ToolRun:
     """Its exit status (negative: killed by that signal)."""
     seconds: float
     """Wall-clock time of the run."""
+    peak_rss_kib: int | None = None
+    """The tool's peak resident memory (its own process, from wait4), in KiB; None when the
+    system would not say."""
 
 
 def run_tool(
@@ -124,7 +127,7 @@ def _run(
         ) from exc
     try:
         out, err = _collect(proc, started + limits.timeout, limits.max_output_bytes)
-        proc.wait(timeout=max(0.0, started + limits.timeout - time.monotonic()))
+        peak = _reap(proc, started + limits.timeout)
         _close_pipes(proc)
     except subprocess.TimeoutExpired:
         _kill_group(proc)
@@ -140,7 +143,32 @@ def _run(
         stderr=_decode(bytes(err)),
         returncode=proc.returncode,
         seconds=time.monotonic() - started,
+        peak_rss_kib=peak,
     )
+
+
+def _reap(proc: subprocess.Popen[bytes], deadline: float) -> int | None:
+    """Wait for the tool to exit and return its peak resident memory (KiB).
+
+    wait4 reports the resources of this one child (RUSAGE_CHILDREN would mix in every tool
+    run so far); Popen's own wait cannot. The exit status is handed back to `proc`.
+
+    Raises:
+        subprocess.TimeoutExpired: The deadline passed first.
+    """
+    if not hasattr(os, "wait4"):
+        proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+        return None
+    delay = 0.001
+    while True:
+        pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+        if pid:
+            proc.returncode = os.waitstatus_to_exitcode(status)
+            return int(usage.ru_maxrss)  # KiB on Linux
+        if time.monotonic() >= deadline:
+            raise subprocess.TimeoutExpired(proc.args, 0)
+        time.sleep(delay)
+        delay = min(delay * 2, 0.05)
 
 
 class _TooMuchOutput(Exception):

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from postmortem import __version__
+from postmortem._version import __version__
 from postmortem.analysis.census import CensusRow, fault_census
 from postmortem.analysis.crosscheck import CrossCheck, crosscheck, named_by_gdb
 from postmortem.analysis.fault import FaultSite, LocalizeOptions, localize
@@ -16,7 +17,7 @@ from postmortem.analysis.verdict import Verdict, VerdictKind, decide
 from postmortem.codemap import CodeMap
 from postmortem.coredump import Coredump, open_coredump
 from postmortem.errors import ToolFailed, ToolNotFound
-from postmortem.gdb import run_cuda_gdb
+from postmortem.gdb import GdbSession, run_cuda_gdb
 from postmortem.model import Module
 from postmortem.salvage import dump_findings
 from postmortem.summary import DumpSummary, summarize
@@ -62,7 +63,9 @@ class Analysis:
 def analyze_dump(path: Path, options: AnalyzeOptions | None = None) -> Analysis:
     """Localize every fault of the dump at `path`, census its warps, cross-check with cuda-gdb."""
     options = options or AnalyzeOptions()
-    with open_coredump(path) as core:
+    # cuda-gdb reads the dump on its own: it runs while the native reader and nvdisasm work.
+    with ThreadPoolExecutor(max_workers=1) as pool, open_coredump(path) as core:
+        gdb = pool.submit(_run_gdb, path, options) if options.cuda_gdb else None
         code_map = CodeMap(core)
         summary = summarize(core, code_map)
         sites = localize(core, options.localize, code_map, summary.faults)
@@ -71,7 +74,7 @@ def analyze_dump(path: Path, options: AnalyzeOptions | None = None) -> Analysis:
         hang = None
         if options.mode == "hang" or (options.mode == "auto" and not sites):
             hang = analyze_hang(core, warps, options.localize, code_map)
-        check, note = _second_opinion(core, path, options, summary)
+        check, note = _second_opinion(core, gdb, summary)
         sites, check = named_by_gdb(sites, check)
         builds = build_provenance(code_map, _modules_that_matter(core, code_map, sites, state))
         # Names read while localizing (a warp's barrier info) may have added findings.
@@ -93,17 +96,22 @@ def _modules_that_matter(
     return [code[0].module for code in codes if code is not None]
 
 
-def _second_opinion(
-    core: Coredump, path: Path, options: AnalyzeOptions, summary: DumpSummary
-) -> tuple[CrossCheck | None, str | None]:
-    if not options.cuda_gdb:
-        return None, "cuda-gdb not run (--no-gdb)"
+def _run_gdb(path: Path, options: AnalyzeOptions) -> GdbSession | str:
+    """cuda-gdb's session on the dump, or why there is none."""
     try:
-        session = run_cuda_gdb(
-            path, cuda_gdb=options.cuda_gdb_path, timeout=options.localize.timeout
-        )
+        return run_cuda_gdb(path, cuda_gdb=options.cuda_gdb_path, timeout=options.localize.timeout)
     except ToolNotFound as error:
-        return None, f"cuda-gdb not found, so no second opinion; {error.hint}"
+        return f"cuda-gdb not found, so no second opinion; {error.hint}"
     except ToolFailed as error:
-        return None, f"cuda-gdb failed: {error}"
+        return f"cuda-gdb failed: {error}"
+
+
+def _second_opinion(
+    core: Coredump, gdb: Future[GdbSession | str] | None, summary: DumpSummary
+) -> tuple[CrossCheck | None, str | None]:
+    if gdb is None:
+        return None, "cuda-gdb not run (--no-gdb)"
+    session = gdb.result()
+    if isinstance(session, str):
+        return None, session
     return crosscheck(core, session, summary), None

@@ -79,6 +79,10 @@ class CrossCheck:
     """Known cuda-gdb failures seen in the session (those its retry cured left out)."""
     backtrace: tuple[Frame, ...] = ()
     """cuda-gdb's `bt` of the focus lane (its unwinding and inline function names)."""
+    seconds: float | None = None
+    """How long cuda-gdb ran (both runs when it was retried)."""
+    peak_rss_kib: int | None = None
+    """cuda-gdb's peak resident memory, in KiB."""
 
     @property
     def disagreements(self) -> tuple[Check, ...]:
@@ -112,8 +116,9 @@ def crosscheck(
     notes = tuple(d for d in session.diagnoses if d.code not in handled)
     frames = _value(parse_backtrace(session.output("bt") or "")) if opened else None
     return CrossCheck(
-        session.version, tuple(checks), opened, _longer_rows(core), notes, frames or ()
-    )
+        session.version, tuple(checks), opened, _longer_rows(core), notes, frames or (),
+        session.seconds, session.peak_rss_kib,
+    )  # fmt: skip
 
 
 def _value(result: Parsed[T] | Unparsed) -> T | None:

@@ -74,6 +74,10 @@ class ToolUse:
     """Why it was not used, or what limited it."""
     image: str | None = None
     """For nvdisasm: which copy of the image it read (`postmortem.cubin.normalize`)."""
+    seconds: float | None = None
+    """How long the tool ran for this dump (None: not run, or not measured)."""
+    peak_rss_kib: int | None = None
+    """The tool's peak resident memory, in KiB (None: not measured)."""
 
 
 def tool_uses(
@@ -109,7 +113,8 @@ def tool_uses(
         ToolUse(
             "cuda-gdb", check.version if check else None,
             "second opinion on the native facts; backtrace with inline function names",
-            bool(check and check.opened), gdb_why,
+            bool(check and check.opened), gdb_why, None,
+            check.seconds if check else None, check.peak_rss_kib if check else None,
         ),
     )  # fmt: skip
 

@@ -20,6 +20,8 @@ private ``-data-directory``, which avoids it (docs/toolchain.md).
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import tempfile
 from collections.abc import Sequence
@@ -27,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from postmortem.errors import ToolFailed, ToolNotFound, UnreadableFile
-from postmortem.findings import Finding, FindingCode
+from postmortem.findings import Finding, FindingCode, Severity
 from postmortem.gdb.command import (
     DEFAULT_COMMANDS,
     OPEN_COMMAND,
@@ -64,7 +66,10 @@ class GdbSession:
     seconds: float
     """Time of both runs together."""
     retried: bool
-    """True when cuda-gdb was run again with an empty data directory."""
+    """True when cuda-gdb ran with an empty data directory: again after its Python unwinder
+    failed, or at once because this cuda-gdb's did before (`_DataDirectoryMemo`)."""
+    peak_rss_kib: int | None = None
+    """cuda-gdb's peak resident memory over its runs, in KiB (None: not measured)."""
 
     def output(self, command: str) -> str | None:
         """Returns the output of the first run of `command`, or None if it did not run."""
@@ -99,16 +104,27 @@ def run_cuda_gdb(
         raise UnreadableFile(core, "not a readable file")
     exe = find_tool("cuda-gdb", cuda_gdb)
     env = _environment()
-    run = _run(exe, core, commands, env, timeout, data_directory=None)
-    diagnoses = diagnose(strip_markers(run.stdout))
-    seconds = run.seconds
-    retried = any(d.code is _RETRY_CODE for d in diagnoses)
-    if retried:
+    memo = _DataDirectoryMemo(exe)
+    known = memo.known_fault()
+    runs: list[ToolRun] = []
+    diagnoses: tuple[Finding, ...] = ()
+    if known is None:
+        runs.append(_run(exe, core, commands, env, timeout, data_directory=None))
+        diagnoses = diagnose(strip_markers(runs[0].stdout))
+        known = next((d for d in diagnoses if d.code is _RETRY_CODE), None)
+        if known is not None:
+            memo.remember(known)
+    else:
+        diagnoses = (known,)  # said as if the first run had shown it: reports stay the same
+    if known is not None:
         with tempfile.TemporaryDirectory(prefix="postmortem-gdb-data-") as empty:
-            run = _run(exe, core, commands, env, timeout, data_directory=empty)
-        seconds += run.seconds
-        diagnoses += tuple(d for d in diagnose(strip_markers(run.stdout)) if d not in diagnoses)
-    return _session(exe, run, diagnoses, seconds, retried)
+            runs.append(_run(exe, core, commands, env, timeout, data_directory=empty))
+        diagnoses += tuple(
+            d for d in diagnose(strip_markers(runs[-1].stdout)) if d not in diagnoses
+        )
+    peaks = [r.peak_rss_kib for r in runs if r.peak_rss_kib is not None]
+    seconds = sum(r.seconds for r in runs)
+    return _session(exe, runs[-1], diagnoses, seconds, known is not None, max(peaks, default=None))
 
 
 def _run(
@@ -125,8 +141,9 @@ def _run(
 
 
 def _session(
-    exe: Path, run: ToolRun, diagnoses: tuple[Finding, ...], seconds: float, retried: bool
-) -> GdbSession:
+    exe: Path, run: ToolRun, diagnoses: tuple[Finding, ...], seconds: float, retried: bool,
+    peak_rss_kib: int | None,
+) -> GdbSession:  # fmt: skip
     split = split_output(run.stdout)
     if not split.outputs:
         last = run.stdout.strip().splitlines()[-1:] or ["no output"]
@@ -142,7 +159,58 @@ def _session(
         returncode=run.returncode,
         seconds=seconds,
         retried=retried,
+        peak_rss_kib=peak_rss_kib,
     )
+
+
+class _DataDirectoryMemo:
+    """Which cuda-gdb builds need an empty `-data-directory`, remembered across runs.
+
+    The Debian 11.8 build fails in its Python unwinder on every dump; once seen, later runs of
+    the same binary (path, size, mtime) start with the empty data directory at once instead
+    of running twice. Kept in the user's cache folder; a memo that cannot be read or written
+    only costs the second run.
+    """
+
+    def __init__(self, exe: Path) -> None:
+        base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+        self._path = Path(base) / "postmortem" / "cuda-gdb-data-directory.json"
+        try:
+            info = exe.stat()
+            self._key: str | None = f"{exe.resolve()}|{info.st_size}|{info.st_mtime_ns}"
+        except OSError:
+            self._key = None
+
+    def known_fault(self) -> Finding | None:
+        """The unwinder fault this cuda-gdb showed before, or None."""
+        if self._key is None:
+            return None
+        try:
+            entry = json.loads(self._path.read_text(encoding="utf-8")).get(self._key)
+            evidence = tuple(str(line) for line in entry["evidence"])
+            return Finding(
+                _RETRY_CODE, Severity(entry["severity"]), str(entry["message"]), evidence
+            )
+        except (OSError, ValueError, TypeError, KeyError, AttributeError):
+            return None
+
+    def remember(self, fault: Finding) -> None:
+        if self._key is None:
+            return
+        try:
+            known = json.loads(self._path.read_text(encoding="utf-8"))
+            known = known if isinstance(known, dict) else {}
+        except (OSError, ValueError):
+            known = {}
+        known[self._key] = {
+            "severity": fault.severity.value, "message": fault.message,
+            "evidence": list(fault.evidence),
+        }  # fmt: skip
+        with contextlib.suppress(OSError):
+            self._path.parent.mkdir(parents=True, exist_ok=True)
+            partial = self._path.with_suffix(f".{os.getpid()}.part")
+            partial.write_text(json.dumps(known, sort_keys=True), encoding="utf-8")
+            partial.replace(self._path)
 
 
 def _environment() -> dict[str, str]:

@@ -8,7 +8,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from postmortem import __version__
+from postmortem._version import __version__
 from postmortem.analysis.signature import SIGNATURE_VERSION, Signature
 from postmortem.model import describe_exception
 from postmortem.scan.group import CoarseGroup, Group

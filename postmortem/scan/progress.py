@@ -1,57 +1,43 @@
-"""A one-line progress bar for a terminal: dumps done, errors, rate and time left."""
+"""The scan's progress on a terminal: click's progress bar, one line at any width.
+
+click sizes the bar to the terminal each time it draws (`width=0`), so the line never wraps,
+even in a 50-column terminal; it draws nothing when its stream is not a terminal.
+"""
 
 from __future__ import annotations
 
-import time
-from typing import TextIO
+from typing import Any, TextIO
 
-_WIDTH = 24
-_EVERY_S = 0.1
+import click
 
 
 class ProgressBar:
-    """Redraws one line of `stream` (a terminal) at most ten times a second."""
+    """Dumps done out of found, and the errors so far."""
 
     def __init__(self, stream: TextIO) -> None:
         self._stream = stream
-        self._started = time.monotonic()
-        self._drawn = 0.0
-        self._shown = False
+        self._bar: Any = None
+        self._done = 0
 
     def __call__(self, done: int, errors: int, total: int) -> None:
-        now = time.monotonic()
-        if done < total and now - self._drawn < _EVERY_S:
-            return
-        self._drawn = now
-        self._stream.write("\r" + render_progress(done, errors, total, now - self._started))
-        self._stream.flush()
-        self._shown = True
+        if self._bar is None:
+            self._bar = click.progressbar(
+                length=max(total, 1), label="scan", file=self._stream, width=0,
+                show_percent=False, show_pos=True, show_eta=True,
+                item_show_func=lambda item: item,
+            )  # fmt: skip
+            self._bar.__enter__()
+        if self._bar.length != max(total, 1):
+            self._bar.length = max(total, 1)  # more dumps found while scanning
+        self._bar.update(done - self._done, current_item=_errors(errors))
+        self._done = done
 
     def close(self) -> None:
         """End the line, so what follows starts on a fresh one."""
-        if self._shown:
-            self._stream.write("\n")
-            self._stream.flush()
+        if self._bar is not None:
+            self._bar.__exit__(None, None, None)
+            self._bar = None
 
 
-def render_progress(done: int, errors: int, total: int, elapsed_s: float) -> str:
-    """``[#####.....]  120/1000 dumps, 3 errors, 41.2/s, ETA 21s``."""
-    filled = _WIDTH * done // total if total else _WIDTH
-    rate = done / elapsed_s if elapsed_s > 0 else 0.0
-    eta = f"ETA {_duration((total - done) / rate)}" if rate > 0 and done < total else "done"
-    if done >= total:
-        eta = f"done in {_duration(elapsed_s)}"
-    bar = "#" * filled + "." * (_WIDTH - filled)
-    plural = "" if errors == 1 else "s"
-    return f"[{bar}] {done}/{total} dumps, {errors} error{plural}, {rate:.1f}/s, {eta}  "
-
-
-def _duration(seconds: float) -> str:
-    seconds = int(round(seconds))
-    if seconds < 60:
-        return f"{seconds}s"
-    minutes, seconds = divmod(seconds, 60)
-    if minutes < 60:
-        return f"{minutes}m{seconds:02d}s"
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours}h{minutes:02d}m"
+def _errors(count: int) -> str:
+    return f"{count} error{'' if count == 1 else 's'}"

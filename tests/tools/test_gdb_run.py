@@ -115,3 +115,30 @@ def test_timeout_is_tool_failed_without_returncode(cuda_gdb, tmp_path):
     with pytest.raises(ToolFailed) as info:
         run_cuda_gdb(core, cuda_gdb=cuda_gdb, timeout=0.001)
     assert info.value.returncode is None
+
+
+def test_a_cuda_gdb_that_needs_the_retry_is_run_once_the_next_time(cuda_gdb, tmp_path, monkeypatch):
+    # GIVEN a wrapper that logs every start of the real cuda-gdb, and an empty cache folder
+    log, wrapper = tmp_path / "runs.log", tmp_path / "cuda-gdb"
+    wrapper.write_text(f'#!/bin/sh\necho "$1" >> "{log}"\nexec "{cuda_gdb}" "$@"\n')
+    wrapper.chmod(0o755)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    core, _ = dump("oob_store")
+    # WHEN it runs twice on a dump
+    first = run_cuda_gdb(core, ["bt"], cuda_gdb=wrapper, timeout=120)
+    after_first = _sessions(log)
+    second = run_cuda_gdb(core, ["bt"], cuda_gdb=wrapper, timeout=120)
+    runs_of_second = _sessions(log) - after_first
+    # THEN a build whose unwinder fails is retried the first time only, to the same answers
+    if not first.retried:
+        assert (after_first, runs_of_second) == (1, 1)
+        return
+    assert (after_first, runs_of_second) == (2, 1)
+    assert second.retried and second.diagnoses == first.diagnoses
+    assert second.output("bt") == first.output("bt")
+    assert second.peak_rss_kib and second.peak_rss_kib > 1000
+
+
+def _sessions(log):
+    # Starts on a dump, not the `--version` query that names the tool's version.
+    return sum(1 for line in log.read_text().splitlines() if line != "--version")

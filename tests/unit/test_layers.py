@@ -24,10 +24,12 @@ LAYERS: dict[str, frozenset[str]] = {
     "cubin": frozenset({"base"}),
     "gdb": frozenset({"base"}),
     "codemap": frozenset({"base", "coredump", "cubin"}),
-    "api": frozenset({"base", "coredump", "cubin", "gdb", "codemap"}),
-    "analysis": frozenset({"base", "coredump", "cubin", "gdb", "codemap", "api"}),
+    "analysis": frozenset({"base", "coredump", "cubin", "gdb", "codemap"}),
+    # The public library API re-exports the reader and the analysis, so it sits above both;
+    # nothing below it imports it (the version is read from postmortem._version, in base).
+    "api": frozenset({"base", "coredump", "cubin", "gdb", "codemap", "analysis"}),
     # The report projects an analysis; it never reads the dump or runs a tool itself.
-    "report": frozenset({"base", "codemap", "api", "analysis"}),
+    "report": frozenset({"base", "codemap", "analysis"}),
     "commands": frozenset(
         {"base", "coredump", "cubin", "gdb", "codemap", "api", "analysis", "report"}
     ),
@@ -39,6 +41,7 @@ LAYERS: dict[str, frozenset[str]] = {
 LAYER_OF: dict[str, str] = {
     # module or package: its layer. A package's entry covers every module under it.
     # Shared by every layer: errors, facts, findings, names, the ELF layer, tool running.
+    "postmortem._version": "base",
     "postmortem.errors": "base",
     "postmortem.model": "base",
     "postmortem.findings": "base",
@@ -55,14 +58,15 @@ LAYER_OF: dict[str, str] = {
     "postmortem.codemap": "codemap",
     "postmortem.summary": "codemap",
     "postmortem.salvage": "codemap",
-    # postmortem/__init__.py alone (not the modules under it): the public library API.
-    # analysis, report and scan read `__version__` from it, so it stays below them.
-    "postmortem": "api",
     "postmortem.analysis": "analysis",
+    # postmortem/__init__.py alone (not the modules under it): the public library API, the
+    # reader's and the analysis's names (imported on first use, but imported all the same).
+    "postmortem": "api",
     "postmortem.report": "report",
     # The work behind the commands that write files: they render through report/.
     "postmortem.scan": "commands",
     "postmortem.extract": "commands",
+    "postmortem.commands": "commands",
     "postmortem.cli": "cli",
     "postmortem.__main__": "cli",
 }

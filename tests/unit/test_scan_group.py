@@ -7,7 +7,6 @@ from dataclasses import replace
 from postmortem.analysis.signature import SignatureInput, SignatureRules, compute_signature
 from postmortem.cubin.sass import SourceFrame
 from postmortem.scan.group import coarse_groups, group_rows
-from postmortem.scan.progress import render_progress
 from postmortem.scan.row import DumpRow, error_row, row_from_dict, row_to_dict
 
 RULES = SignatureRules("test", (), 3)
@@ -63,11 +62,3 @@ def test_rows_survive_their_json_form():
     assert row_from_dict(row_to_dict(row)) == row
     broken = error_row("x", 1, 2.0, "error", "x: not a CUDA coredump")
     assert row_from_dict(row_to_dict(broken)) == broken
-
-
-def test_progress_line_says_done_errors_rate_and_eta():
-    line = render_progress(50, 2, 200, 10.0)
-    assert "50/200 dumps" in line and "2 errors" in line and "5.0/s" in line
-    assert "ETA 30s" in line
-    assert "done in 1m40s" in render_progress(200, 1, 200, 100.0)
-    assert "1 error," in render_progress(200, 1, 200, 100.0)

@@ -90,3 +90,18 @@ def test_a_timeout_still_kills_a_quiet_tool():
         run_tool(_python("import time; time.sleep(30)"), timeout=0.5)
     assert failed.value.returncode is None
     assert "no result within 0.5 s" in failed.value.detail
+
+
+def test_a_tool_s_peak_memory_is_its_own():
+    # GIVEN a tool that holds 60 MB, run after one that holds little
+    small = run_tool([sys.executable, "-c", "pass"], timeout=30)
+    big = run_tool([sys.executable, "-c", "x = bytearray(60_000_000); print(len(x))"], timeout=30)
+    # THEN each run reports its own peak resident memory (KiB), not the largest so far
+    assert big.peak_rss_kib is not None and small.peak_rss_kib is not None
+    assert big.peak_rss_kib > 60_000 > small.peak_rss_kib
+    assert run_tool([sys.executable, "-c", "pass"], timeout=30).peak_rss_kib < 60_000
+
+
+def test_an_exit_status_and_a_signal_still_come_back():
+    assert run_tool(["sh", "-c", "exit 7"], timeout=30).returncode == 7
+    assert run_tool(["sh", "-c", "kill -TERM $$"], timeout=30).returncode == -15

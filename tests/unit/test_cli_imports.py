@@ -1,0 +1,61 @@
+"""`postmortem --help` and shell completion load click and the command line only: no numpy,
+no reader, no analysis, no jinja2 (those cost most of a command's start-up)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+HEAVY = (
+    "numpy", "jinja2", "postmortem.analysis", "postmortem.coredump", "postmortem.cubin",
+    "postmortem.gdb", "postmortem.scan", "postmortem.report.render", "postmortem.commands",
+)  # fmt: skip
+
+_PROBE = """
+import os, sys
+{setup}
+try:
+    {action}
+except SystemExit:
+    pass
+heavy = sorted(m for m in sys.modules if m.split(".")[0] in ("numpy", "jinja2")
+               or m.startswith({heavy!r}))
+print("HEAVY:" + ",".join(heavy), file=sys.stderr)
+"""
+
+
+def _heavy_modules(action: str, setup: str = "") -> list[str]:
+    code = _PROBE.format(setup=setup, action=action, heavy=HEAVY)
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60
+    )
+    line = next(x for x in result.stderr.splitlines() if x.startswith("HEAVY:"))
+    return [m for m in line.removeprefix("HEAVY:").split(",") if m]
+
+
+def test_importing_the_command_line_loads_nothing_heavy():
+    assert _heavy_modules("import postmortem.cli") == []
+
+
+def test_help_loads_nothing_heavy():
+    action = "from postmortem.cli import main; main(['analyze', '--help'], prog_name='postmortem')"
+    assert _heavy_modules(action) == []
+
+
+def test_shell_completion_loads_nothing_heavy():
+    setup = (
+        "os.environ.update(_POSTMORTEM_COMPLETE='bash_complete', "
+        "COMP_WORDS='postmortem an', COMP_CWORD='1')"
+    )
+    action = "from postmortem.cli import main; main(prog_name='postmortem')"
+    assert _heavy_modules(action, setup) == []
+
+
+def test_import_postmortem_loads_only_errors_and_version():
+    assert _heavy_modules("import postmortem") == []
+
+
+def test_a_command_still_loads_what_it_needs():
+    # The probe can see heavy modules: the same run with a real command finds them.
+    action = "import postmortem.commands"
+    assert "numpy" in _heavy_modules(action)
