@@ -5,10 +5,15 @@ demangler of GNU c++filt and of cuda-gdb, so our names read exactly as the rest 
 user's tools print them. The two differ on function-pointer template arguments:
 `&(float relu<float>(float))` there, `&float relu<float>(float)` from cpp_demangle
 (fixtures/transcripts/cuda-gdb/11.8/cutlass_like.twin_r400__info-symbol.txt).
+
+The driver joins some names with `$` (`$_Z17scatter_survivorsPfi$_Z10write_slotPfi`): no
+demangler reads that whole, so each part is demangled on its own and the parts are joined
+with ` $ ` (`scatter_survivors(float*, int) $ write_slot(float*, int)`).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from functools import lru_cache
 
@@ -34,16 +39,39 @@ def _load() -> tuple[Callable[[str], str], ...]:
 _DEMANGLERS = _load()
 
 
+JOIN = " $ "
+"""How `demangle` joins the parts of a `$`-joined name once each is demangled."""
+
+
 @lru_cache(maxsize=4096)
 def demangle(name: str) -> str:
-    """The demangled C++ name, or `name` itself when it is not mangled or not understood."""
-    if not name.startswith("_Z"):
+    """The demangled C++ name, or `name` itself when it is not mangled or not understood.
+
+    A name the driver joined with `$` is demangled part by part, the parts joined with
+    ` $ `: ``$_Z1av$_Z1bv`` → ``a() $ b()``. A `$`-name none of whose parts is mangled
+    (``$__internal_1_$__cuda_sm20_rcp_f64``) is left as it is.
+    """
+    whole = _demangle_one(name)
+    if whole is not None or "$" not in name:
+        return name if whole is None else whole
+    parts = [part for part in name.split("$") if part]
+    shown = [_demangle_one(part) for part in parts]
+    if all(result is None for result in shown):
         return name
+    return JOIN.join(
+        part if result is None else result for part, result in zip(parts, shown, strict=True)
+    )
+
+
+def _demangle_one(name: str) -> str | None:
+    # A `$` inside one mangled name is part of an identifier (`_Z3a$bv` is `a$b()`).
+    if not name.startswith("_Z"):
+        return None
     for demangler in _DEMANGLERS:
         result = _try(demangler, name)
         if result is not None:
             return result
-    return name
+    return None
 
 
 def _try(demangler: Callable[[str], str], name: str) -> str | None:
@@ -54,7 +82,16 @@ def _try(demangler: Callable[[str], str], name: str) -> str | None:
 
 
 def without_parameters(demangled: str) -> str:
-    """`void ns::k<int>(float*, int)` → `ns::k<int>`: the name as a backtrace shows it."""
+    """`void ns::k<int>(float*, int)` → `ns::k<int>`: the name as a backtrace shows it.
+
+    Each part of a `$`-joined name loses its own: ``a(int) $ b()`` → ``a $ b``.
+    """
+    if JOIN in demangled:
+        return JOIN.join(_without_parameters(part) for part in demangled.split(JOIN))
+    return _without_parameters(demangled)
+
+
+def _without_parameters(demangled: str) -> str:
     name = demangled.removeprefix("void ")
     if not name.endswith(")"):
         return name
@@ -64,3 +101,46 @@ def without_parameters(demangled: str) -> str:
         if depth == 0:
             return name[:index]
     return name
+
+
+# An operator's name at the start of a token, so `operator<` or `operator->` opens no list.
+_OPERATOR = re.compile(r"operator(?:<=>|<<=|>>=|<<|>>|<=|>=|->\*|->|<|>)")
+ELLIPSIS = "…"
+
+
+def collapse_templates(name: str) -> str:
+    """`name` with each outermost template argument list shown as `<…>`.
+
+    ``void ns::k<ns::T<4>, 8>(ns::T<4>::Params)`` → ``void ns::k<…>(ns::T<…>::Params)``: the
+    short form of a long name, for headings and titles. A name whose angle brackets do not
+    pair up (``operator<`` aside) is returned as it is.
+    """
+    out: list[str] = []
+    depth = 0
+    index = 0
+    while index < len(name):
+        operator = _OPERATOR.match(name, index)
+        if operator and (index == 0 or not (name[index - 1].isalnum() or name[index - 1] == "_")):
+            if depth == 0:
+                out.append(operator.group(0))
+            index = operator.end()
+            continue
+        char = name[index]
+        if name.startswith("->", index):  # `decltype(p->x)` in an argument: no bracket
+            out.append("->" if depth == 0 else "")
+            index += 2
+            continue
+        if char == "<":
+            if depth == 0:
+                out.append("<" + ELLIPSIS)
+            depth += 1
+        elif char == ">":
+            depth -= 1
+            if depth < 0:
+                return name
+            if depth == 0:
+                out.append(">")
+        elif depth == 0:
+            out.append(char)
+        index += 1
+    return name if depth else "".join(out)

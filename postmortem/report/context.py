@@ -13,7 +13,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from postmortem import __version__
+from postmortem._version import __version__
 from postmortem.analysis.analyze import Analysis
 from postmortem.analysis.counts import count_faults
 from postmortem.analysis.crosscheck import CrossCheck
@@ -283,6 +283,7 @@ def _metadata(summary: DumpSummary) -> Json | None:
 def _crosscheck(check: CrossCheck | None, note: str | None) -> Json:
     if check is None:
         return {"ran": False, "note": note}
+    compared = sum(1 for c in check.checks if c.agrees is not None)
     return {
         "ran": True,
         "version": check.version,
@@ -292,10 +293,22 @@ def _crosscheck(check: CrossCheck | None, note: str | None) -> Json:
             {"fact": c.fact, "native": c.native, "cuda_gdb": c.cuda_gdb, "agrees": c.agrees}
             for c in check.checks
         ],
+        "compared": compared,
+        "why_nothing_compared": None if compared else _why_nothing_compared(check),
         "disagreements": len(check.disagreements),
         "notes": [n.message for n in check.notes],
         "backtrace": [_frame_text(frame) for frame in check.backtrace],
     }
+
+
+def _why_nothing_compared(check: CrossCheck) -> str:
+    # The notes (known cuda-gdb failures) are shown beside it, so they are not repeated here.
+    if not check.opened:
+        return "cuda-gdb could not read this dump"
+    if not check.checks:
+        return "there was no fact to compare"
+    count = len(check.checks)
+    return f"cuda-gdb stated none of the {count} fact{'s' if count != 1 else ''} it was asked"
 
 
 def _frame_text(frame: Any) -> str:

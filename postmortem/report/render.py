@@ -24,7 +24,7 @@ from typing import Any, Literal
 
 import jinja2
 
-from postmortem.demangle import demangle
+from postmortem.demangle import collapse_templates, demangle
 from postmortem.report.textsafe import escape_controls
 
 Kind = Literal["analyze", "info", "extract", "scan"]
@@ -154,6 +154,7 @@ def _environment(text: bool, color: bool) -> jinja2.Environment:
     env.filters["hex"] = _hex
     env.filters["size"] = _size
     env.filters["kernel"] = _kernel
+    env.filters["brief"] = lambda name: collapse_templates(str(name))
     return env
 
 

@@ -8,6 +8,8 @@ html::script, html::img, &html::onerror>`) as text, never as elements.
 from __future__ import annotations
 
 import copy
+import html
+import re
 from functools import cache
 from html.parser import HTMLParser
 from pathlib import Path
@@ -114,7 +116,25 @@ def verdict_texts(report: dict[str, Any]) -> list[str]:
     texts += [site["function"]["demangled"], site["location"], site["error_pc_hex"]]
     if site["instruction"]:
         texts.append(site["instruction"]["text"])
+    forensics = site["forensics"]
+    if forensics and forensics["lanes"] and forensics["lanes"][0]["address_hex"]:
+        texts.append(forensics["lanes"][0]["address_hex"])
+        if forensics["arguments"] and forensics["arguments"]["attribution"]:
+            texts.append(forensics["arguments"]["attribution"])
     return texts
+
+
+def title_of(source: str) -> str:
+    """The page's <title>, as the browser shows it."""
+    match = re.search(r"<title>(.*?)</title>", source, re.DOTALL)
+    assert match, "the page has no title"
+    return html.unescape(match.group(1))
+
+
+def verdict_of(source: str) -> str:
+    """The visible text of the verdict box at the top of the page."""
+    start = source.index('<header class="verdict')
+    return Page(source[start : source.index("</header>", start) + len("</header>")]).text
 
 
 # ---------------------------------------------------------------- without a browser
@@ -163,6 +183,93 @@ def test_page_loads_nothing_from_outside_itself():
     ]
     assert external == []
     assert "@import" not in page_of(dump_named("cutlass_like.twin_r400"))
+
+
+def test_the_verdict_names_the_fault_address_and_the_argument_it_is_relative_to():
+    # GIVEN a dump whose faulting address is 0x543000 bytes past the kernel's first argument
+    report = report_of(dump_named("oob_store"), cuda_gdb=False)
+    forensics = report["sites"][0]["forensics"]
+    assert forensics["arguments"]["attribution"] == "fault = arg0 + 0x543000"
+    # WHEN its page is rendered
+    verdict = verdict_of(page_of(dump_named("oob_store"), cuda_gdb=False))
+    # THEN the verdict box says the address and its attribution, as the text header does
+    assert "address 0x7f3b40543000 in the first lane" in verdict
+    assert "fault = arg0 + 0x543000" in verdict
+    assert verdict.index("fault = arg0") - verdict.index("address 0x7f3b40543000") < 60
+
+
+@pytest.mark.parametrize("dump", dump_paths(), ids=lambda p: p.name)
+def test_the_page_title_is_short(dump):
+    title = title_of(page_of(dump, cuda_gdb=False))
+    assert title.startswith("postmortem: ")
+    assert len(title) <= 100, title
+
+
+def test_a_long_kernel_name_is_short_in_the_title_and_headings_and_whole_one_click_away():
+    # GIVEN a kernel whose demangled name is hundreds of characters long
+    report = report_of(dump_named("cutlass_like"), cuda_gdb=False)
+    full = report["sites"][0]["function"]["demangled"]
+    assert len(full) > 500
+    # WHEN its page is rendered
+    source = page_of(dump_named("cutlass_like"), cuda_gdb=False)
+    page = Page(source)
+    # THEN the title and the headings show the short form, template arguments collapsed
+    assert title_of(source) == (
+        "postmortem: Warp Illegal Address in cutlass_like::device_kernel<…>+0x860"
+    )
+    verdict = source[source.index('<header class="verdict') : source.index("</header>")]
+    summary = re.search(r'<div class="kernel">.*?<summary>(.*?)</summary>', verdict).group(1)
+    assert html.unescape(re.sub("<[^>]+>", "", summary)) == (
+        "void cutlass_like::device_kernel<…>(cutlass_like::gemm::kernel::Gemm<…>::Params) full name"
+    )
+    short = report["state"][0]["kernel"]["short"]
+    headings = [attrs for tag, attrs in page.tags if tag == "code" and "title" in attrs]
+    assert {"title": short, "class": "name"} in headings
+    # AND the whole name is in the page, in a <details> that one click opens
+    assert words(full) in page.text
+    assert page.count("details") >= 3
+
+
+def test_a_title_stays_short_even_for_a_long_name_without_templates():
+    report = copy.deepcopy(report_of(dump_named("oob_store"), cuda_gdb=False))
+    report["sites"][0]["location"] = "ns::" * 200 + "k+0xd0"
+    title = title_of(render("analyze", report, "html"))
+    assert title.startswith("postmortem: Warp Illegal Address in ns::ns::") and title.endswith("…")
+    assert len(title) <= 100
+
+
+def test_each_fault_site_heading_shows_a_long_name_short_with_the_whole_one_click_away():
+    # GIVEN a report with two fault sites in a kernel with a long name (no fixture dump has two)
+    report = copy.deepcopy(report_of(dump_named("cutlass_like"), cuda_gdb=False))
+    report["sites"].append(copy.deepcopy(report["sites"][0]))
+    short = report["sites"][0]["function"]["short"]
+    # WHEN it is rendered
+    source = render("analyze", report, "html")
+    # THEN each site's heading names the kernel short, and a <details> after it holds it whole
+    for index in (1, 2):
+        heading = source[source.index(f'<h2 id="site-{index}-title">') :]
+        heading, after = heading.split("</h2>", 1)
+        assert "cutlass_like::device_kernel&lt;…&gt;" in heading
+        assert Page(heading + "</h2>").tags[-1][1]["title"] == short
+        assert after.lstrip().startswith('<details class="long-name"><summary>Full name</summary>')
+        assert words(short) in Page(after.split("</details>", 1)[0]).text
+
+
+def test_a_long_hostile_name_in_a_heading_tooltip_stays_text():
+    # GIVEN a report whose kernel has a long name that is markup (no fixture dump has one)
+    report = copy.deepcopy(report_of(dump_named("oob_store"), cuda_gdb=False))
+    name = "evil::k<" + "evil::Long<int>, " * 8 + "\"'&<img src=x onerror=alert(1)>>"
+    report["state"][0]["kernel"]["short"] = name
+    report["sites"][0]["function"]["demangled"] = f"void {name}(int)"
+    # WHEN it is rendered
+    source = render("analyze", report, "html")
+    page = Page(source)
+    # THEN the title attribute holds it as text, and nothing of it became an element or handler
+    assert page.count("img") == 0
+    assert {tag for tag, _ in page.tags} <= TEMPLATE_TAGS
+    assert [(t, n) for t, attrs in page.tags for n in attrs if n.startswith("on")] == []
+    assert any(attrs.get("title") == name for _, attrs in page.tags)
+    assert words(name) in page.text and "evil::k<…>" in page.text
 
 
 def test_no_exception_dump_says_where_the_warps_were():
@@ -342,6 +449,20 @@ def test_clicking_a_header_sorts_the_pc_histogram(browser, pages):
     assert sorted_by == "ascending"
 
 
+def test_a_long_kernel_name_opens_whole_with_one_click(browser, pages):
+    # GIVEN the page of a kernel whose name is hundreds of characters long
+    full = report_of(dump_named("cutlass_like"))["sites"][0]["function"]["demangled"]
+    open_page(browser, pages["cutlass_like"])
+    verdict = "return document.querySelector('.verdict').innerText"
+    shown = words(browser.execute_script(verdict))
+    # THEN the verdict shows its short form only
+    assert "cutlass_like::device_kernel<…>(cutlass_like::gemm::kernel::Gemm<…>::Params)" in shown
+    assert words(full) not in shown
+    # WHEN its summary is clicked, THEN the whole name shows
+    browser.find_element("css selector", ".verdict .kernel summary").click()
+    assert words(full) in words(browser.execute_script(verdict))
+
+
 def test_hostile_kernel_name_is_shown_as_text_in_the_browser(browser, pages):
     open_page(browser, pages["hostile_names"])
     assert browser.execute_script("return document.querySelectorAll('img').length") == 0
@@ -351,7 +472,7 @@ def test_hostile_kernel_name_is_shown_as_text_in_the_browser(browser, pages):
     )
     assert set(tags) <= TEMPLATE_TAGS
     assert HOSTILE_NAME in visible_text(browser)
-    assert browser.title.startswith("postmortem: Warp Illegal Address in void html::render<")
+    assert browser.title == "postmortem: Warp Illegal Address in html::render<…>+0xd0"
 
 
 def test_printing_hides_navigation_and_shows_collapsed_sections(browser, pages):
