@@ -2,10 +2,12 @@
 # Make .venv with postmortem and what its tests need. Idempotent; safe to rerun.
 #   sh dev/setup.sh            the package, the NVIDIA tool wheels (demo)
 #   sh dev/setup.sh test       also the test tools, the fixture compilers and cuda-gdb
+# PYTHON picks the interpreter (python3), POSTMORTEM_VENV the venv (.venv): .ci/run makes a
+# second one with the oldest Python the project supports.
 set -eu
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
-VENV=.venv
+VENV=${POSTMORTEM_VENV:-.venv}
 as_root() { if [ "$(id -u)" = 0 ]; then "$@"; elif command -v sudo >/dev/null; then sudo "$@"; else return 1; fi; }
 apt_updated=""
 apt_install() {

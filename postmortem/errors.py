@@ -188,6 +188,35 @@ class OutputExists(PostmortemError):
 
 
 @dataclass(eq=False)
+class OutputIsSymlink(PostmortemError):
+    """A file we were asked to write is a symbolic link (dangling or not): it is never
+    followed, so its target is never written."""
+
+    path: Path
+    target: str
+    """What the link points to, as it reads."""
+    count: int
+    """How many of the files to be written are links."""
+
+    def __str__(self) -> str:
+        more = f" (and {self.count - 1} more)" if self.count > 1 else ""
+        return f"{self.path}: is a symbolic link to {self.target}{more}; not followed"
+
+    hint = "remove the link, or pass --force to replace the link itself (its target is left alone)"
+
+
+@dataclass(eq=False)
+class OutputUnwritable(PostmortemError):
+    """A file or folder we were asked to write cannot be created."""
+
+    path: Path
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{self.path}: cannot write: {self.reason}"
+
+
+@dataclass(eq=False)
 class MalformedElf(PostmortemError):
     """An ELF header or section header table that cannot be read, or a structure of an
     embedded image that runs out of bounds."""

@@ -2,24 +2,34 @@
 
 Each file is named so a person can tell them apart (device, context, module handle, first
 kernel, relocated or not); `index.json` and `index.txt` say which kernels each holds and
-which one faulted. Existing files are never overwritten unless asked.
+which one faulted. Existing files are never overwritten unless asked, and a symbolic link
+in the output folder is never followed: it is refused, or with `force` replaced by the file
+(the link itself is removed; what it pointed to is left alone). The folder may itself be a
+link: the user named it.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
 import re
-from dataclasses import asdict, dataclass
+import stat
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from postmortem.codemap import CodeMap, find_faults
 from postmortem.coredump import Coredump
 from postmortem.cubin.inspect import CubinSummary, summarize_cubin
-from postmortem.errors import OutputExists
+from postmortem.errors import OutputExists, OutputIsSymlink, OutputUnwritable
 from postmortem.model import Image, Module
 from postmortem.report.render import render
 
 _MAX_STEM = 48
+# O_EXCL: a file is only ever created, so nothing that appeared in its place (a link, a
+# file) is written through; O_NOFOLLOW says the same of links, in case O_EXCL is dropped.
+_CREATE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,7 +68,9 @@ def extract_cubins(
     """Write every cubin of `core` (relocated and non-relocated) and an index into `out_dir`.
 
     Raises:
+        OutputIsSymlink: a file to be written is a symbolic link and `force` is False.
         OutputExists: a file to be written exists already and `force` is False.
+        OutputUnwritable: `out_dir` or a file in it cannot be created.
     """
     code_map = CodeMap(core)
     faulted = _faulted_ranges(core, code_map)
@@ -70,23 +82,89 @@ def extract_cubins(
                 # Locating the faults has read the relocated images already.
                 known = code_map.summary(module) if image.relocated else None
                 plan.append((module, image, data, known or _summary(data)))
-    written = tuple(_describe(m, i, d, s, faulted) for m, i, d, s in plan)
-    targets = [out_dir / e.file for e in written] + [out_dir / "index.json", out_dir / "index.txt"]
-    existing = [p for p in targets if p.exists()]
-    if existing and not force:
-        raise OutputExists(existing[0], len(existing))
-    out_dir.mkdir(parents=True, exist_ok=True)
-    for entry, (_, _, data, _) in zip(written, plan, strict=True):
-        (out_dir / entry.file).write_bytes(data)
+    written = _unique_files(tuple(_describe(m, i, d, s, faulted) for m, i, d, s in plan))
     entries = index_entries(written)
-    (out_dir / "index.json").write_text(render("extract", entries, "json"))
-    (out_dir / "index.txt").write_text(render("extract", entries, "text"))
+    files = [(e.file, data) for e, (_, _, data, _) in zip(written, plan, strict=True)]
+    files.append(("index.json", render("extract", entries, "json").encode()))
+    files.append(("index.txt", render("extract", entries, "text").encode()))
+    _write_files(out_dir, files, force)
     return written
 
 
 def index_entries(written: tuple[ExtractedCubin, ...]) -> list[dict[str, Any]]:
     """The extract index's view model (index.json is exactly this)."""
     return [asdict(e) for e in written]
+
+
+def _write_files(out_dir: Path, files: Sequence[tuple[str, bytes]], force: bool) -> None:
+    # Every file is created relative to the folder opened once: a link put in the folder's
+    # place later cannot send the files elsewhere.
+    folder = _open_folder(out_dir)
+    try:
+        _check_targets(out_dir, folder, [name for name, _ in files], force)
+        for name, data in files:
+            _create(out_dir, folder, name, data, force)
+    finally:
+        os.close(folder)
+
+
+def _open_folder(out_dir: Path) -> int:
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        return os.open(out_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError as error:
+        raise OutputUnwritable(out_dir, error.strerror or str(error)) from None
+
+
+def _check_targets(out_dir: Path, folder: int, names: list[str], force: bool) -> None:
+    """Refuse, unless `force`, when a file to be written is there already: links first, for
+    they are the surprise (a file written through one lands outside the folder)."""
+    links: list[str] = []
+    existing: list[str] = []
+    for name in names:
+        try:
+            info = os.stat(name, dir_fd=folder, follow_symlinks=False)
+        except FileNotFoundError:
+            continue
+        except OSError as error:
+            raise OutputUnwritable(out_dir / name, error.strerror or str(error)) from None
+        (links if stat.S_ISLNK(info.st_mode) else existing).append(name)
+    if force:
+        return
+    if links:
+        target = os.readlink(links[0], dir_fd=folder)
+        raise OutputIsSymlink(out_dir / links[0], target, len(links))
+    if existing:
+        raise OutputExists(out_dir / existing[0], len(existing))
+
+
+def _create(out_dir: Path, folder: int, name: str, data: bytes, replace_old: bool) -> None:
+    try:
+        if replace_old:  # the entry itself goes, a link included; never what a link points to
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(name, dir_fd=folder)
+        fd = os.open(name, _CREATE, 0o666, dir_fd=folder)
+        with os.fdopen(fd, "wb") as file:
+            file.write(data)
+    except FileExistsError:  # it appeared since the check
+        raise OutputExists(out_dir / name, 1) from None
+    except OSError as error:
+        raise OutputUnwritable(out_dir / name, error.strerror or str(error)) from None
+
+
+def _unique_files(written: tuple[ExtractedCubin, ...]) -> tuple[ExtractedCubin, ...]:
+    """Two images described alike (root-level images with the same first kernel) get `.2`,
+    `.3`… before `.cubin`: each is written, neither replaces the other."""
+    taken: set[str] = set()
+    unique = []
+    for entry in written:
+        name, number = entry.file, 1
+        while name in taken:
+            number += 1
+            name = entry.file.removesuffix(".cubin") + f".{number}.cubin"
+        taken.add(name)
+        unique.append(replace(entry, file=name) if name != entry.file else entry)
+    return tuple(unique)
 
 
 def _summary(data: bytes) -> CubinSummary | None:

@@ -43,8 +43,8 @@ class ToolRun:
     seconds: float
     """Wall-clock time of the run."""
     peak_rss_kib: int | None = None
-    """The tool's peak resident memory (its own process, from wait4), in KiB; None when the
-    system would not say."""
+    """The tool's peak resident memory in KiB (its VmHWM, sampled while it ran); None when
+    the system would not say, or the tool ended before a sample."""
 
 
 def run_tool(
@@ -126,8 +126,9 @@ def _run(
             f"it cannot be started ({exc.strerror or exc}); check the path",
         ) from exc
     try:
-        out, err = _collect(proc, started + limits.timeout, limits.max_output_bytes)
-        peak = _reap(proc, started + limits.timeout)
+        peak = _Peak(proc.pid)
+        out, err = _collect(proc, started + limits.timeout, limits.max_output_bytes, peak)
+        proc.wait(timeout=max(0.0, started + limits.timeout - time.monotonic()))
         _close_pipes(proc)
     except subprocess.TimeoutExpired:
         _kill_group(proc)
@@ -143,32 +144,34 @@ def _run(
         stderr=_decode(bytes(err)),
         returncode=proc.returncode,
         seconds=time.monotonic() - started,
-        peak_rss_kib=peak,
+        peak_rss_kib=peak.kib,
     )
 
 
-def _reap(proc: subprocess.Popen[bytes], deadline: float) -> int | None:
-    """Wait for the tool to exit and return its peak resident memory (KiB).
+_SAMPLE_S = 0.02  # how often a running tool's peak memory is read
 
-    wait4 reports the resources of this one child (RUSAGE_CHILDREN would mix in every tool
-    run so far); Popen's own wait cannot. The exit status is handed back to `proc`.
 
-    Raises:
-        subprocess.TimeoutExpired: The deadline passed first.
+class _Peak:
+    """The tool's peak resident memory, from its VmHWM in /proc, sampled while it runs.
+
+    Not wait4's ru_maxrss: Linux counts there the memory of the process that started the
+    tool, up to its exec (200 MB for `true` started from a 200 MB Python).
     """
-    if not hasattr(os, "wait4"):
-        proc.wait(timeout=max(0.0, deadline - time.monotonic()))
-        return None
-    delay = 0.001
-    while True:
-        pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
-        if pid:
-            proc.returncode = os.waitstatus_to_exitcode(status)
-            return int(usage.ru_maxrss)  # KiB on Linux
-        if time.monotonic() >= deadline:
-            raise subprocess.TimeoutExpired(proc.args, 0)
-        time.sleep(delay)
-        delay = min(delay * 2, 0.05)
+
+    def __init__(self, pid: int) -> None:
+        self._status = f"/proc/{pid}/status"
+        self.kib: int | None = None
+
+    def sample(self) -> None:
+        try:
+            with open(self._status, "rb") as status:
+                for line in status:
+                    if line.startswith(b"VmHWM:"):
+                        kib = int(line.split()[1])
+                        self.kib = kib if self.kib is None else max(self.kib, kib)
+                        return
+        except (OSError, ValueError, IndexError):
+            pass  # the tool has ended, or this is not Linux
 
 
 class _TooMuchOutput(Exception):
@@ -178,7 +181,7 @@ class _TooMuchOutput(Exception):
 
 
 def _collect(
-    proc: subprocess.Popen[bytes], deadline: float, cap: int
+    proc: subprocess.Popen[bytes], deadline: float, cap: int, peak: _Peak
 ) -> tuple[bytearray, bytearray]:
     """Read stdout and stderr until both close, each up to `cap` bytes, until `deadline`.
 
@@ -196,7 +199,8 @@ def _collect(
             left = deadline - time.monotonic()
             if left <= 0:
                 raise subprocess.TimeoutExpired(proc.args, 0)
-            for key, _ in selector.select(left):
+            peak.sample()
+            for key, _ in selector.select(min(left, _SAMPLE_S)):
                 chunk = os.read(key.fd, _CHUNK)
                 if not chunk:
                     selector.unregister(key.fileobj)

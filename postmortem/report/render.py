@@ -15,15 +15,19 @@ reach the terminal, a newline in it does not forge a line of the report.
 
 from __future__ import annotations
 
+import contextlib
 import html
 import json
+import os
 import re
 from functools import cache
 from pathlib import Path
 from typing import Any, Literal
 
 import jinja2
+import jinja2.bccache
 
+from postmortem._version import __version__
 from postmortem.demangle import collapse_templates, demangle
 from postmortem.report.textsafe import escape_controls
 
@@ -117,6 +121,7 @@ def template_environment(*, text: bool = False) -> jinja2.Environment:
     `{{ … }}` value shown escaped (for the templates that write to a terminal)."""
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(templates_dir()),
+        bytecode_cache=_bytecode_cache(),
         autoescape=jinja2.select_autoescape(enabled_extensions=("html.j2",), default=False),
         undefined=jinja2.StrictUndefined,
         trim_blocks=True,
@@ -128,6 +133,32 @@ def template_environment(*, text: bool = False) -> jinja2.Environment:
     env.filters["md_cell"] = md_cell
     env.filters["md_text"] = md_text
     return env
+
+
+class _QuietBytecodeCache(jinja2.FileSystemBytecodeCache):
+    """Compiled templates kept between runs (compiling them costs a command ~50 ms); a
+    cache that cannot be read or written is a miss, never an error."""
+
+    def load_bytecode(self, bucket: jinja2.bccache.Bucket) -> None:
+        try:
+            super().load_bytecode(bucket)
+        except Exception:  # a file another version or a crash left half-written
+            bucket.reset()
+
+    def dump_bytecode(self, bucket: jinja2.bccache.Bucket) -> None:
+        with contextlib.suppress(OSError):
+            super().dump_bytecode(bucket)
+
+
+def _bytecode_cache() -> jinja2.BytecodeCache | None:
+    # Per version of postmortem (and of Python, through jinja's own key): templates change.
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    folder = Path(base) / "postmortem" / f"templates-{__version__}"
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return None
+    return _QuietBytecodeCache(str(folder))
 
 
 def _hex(value: int | None, spec: str = "x", prefix: str = "0x") -> str:

@@ -2,9 +2,13 @@
 
 A file is a dump when it starts with an ELF64 header of type ET_CORE for machine EM_CUDA,
 or when it is compressed (gzip, zstd, xz) and its first decompressed bytes are such a
-header. Only the first bytes are read (and decompressed). Symbolic links that lead out of
-the trees being scanned are not followed unless asked; every file is reported once, however
-many links lead to it.
+header. Only the first bytes are read (and decompressed), and only from regular files:
+devices, FIFOs and sockets under a tree are passed over, and one named as a root is an
+error row, never opened. Symbolic links that lead out of the trees being scanned are not
+followed unless asked; every file is reported once, however many links lead to it, and
+every folder is entered once, so a loop of links ends. The walk keeps its own stack, so a
+tree thousands of folders deep is walked like any other. A folder that cannot be listed
+(no permission, or gone since its parent was listed) is an error row.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ import stat
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 from postmortem.coredump.decompress import CODEC_MAGIC_BYTES, read_decompressed_head, sniff_codec
 from postmortem.elf import core_header_problem
@@ -21,16 +26,26 @@ from postmortem.errors import CompressedDumpError
 
 _HEADER_BYTES = 20  # e_ident (16), e_type (2), e_machine (2)
 _DUMP_NAME_HINTS = (".nvcudmp", "cudacore", "cuda_core")
+_NOT_REGULAR = "not a regular file"
+_KINDS = (
+    (stat.S_ISDIR, "a directory"), (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"),
+)  # fmt: skip
+
+_Identity = tuple[int, int]
+_Listing = Iterator[os.DirEntry[str]]
 
 
 @dataclass(frozen=True, slots=True)
 class Candidate:
-    """A file the scan will read: a dump, or a file named like one that could not be read."""
+    """A file the scan will read, or a path the scan must report as an error row: a file
+    named like a dump that could not be read, a root that is no regular file, a folder
+    that could not be listed."""
 
     path: Path
     """The path under the scanned tree (links not resolved)."""
     unreadable: str | None = None
-    """Why its first bytes could not be read (it is then an error row); None when readable."""
+    """Why it could not be read or listed (it is then an error row); None when readable."""
 
 
 def is_dump_header(head: bytes) -> bool:
@@ -38,9 +53,29 @@ def is_dump_header(head: bytes) -> bool:
     return core_header_problem(head) is None
 
 
+def open_regular_file(path: Path) -> BinaryIO:
+    """`path` open for reading, refused unless it is a regular file.
+
+    It is opened with O_NONBLOCK, so a FIFO (even one put in the file's place since it
+    was listed) never blocks the open, and then checked on the open descriptor.
+
+    Raises:
+        OSError: It cannot be opened, or is not a regular file ("not a regular file").
+    """
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(0, _NOT_REGULAR, str(path))
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
 def sniff(path: Path) -> bool:
-    """True when the file at `path` holds a CUDA coredump, plain or compressed; raises OSError."""
-    with open(path, "rb") as file:
+    """True when the file at `path` holds a CUDA coredump, plain or compressed; raises OSError
+    (also when it is no regular file)."""
+    with open_regular_file(path) as file:
         head = file.read(max(_HEADER_BYTES, CODEC_MAGIC_BYTES))
     codec = sniff_codec(head)
     if codec is None:
@@ -54,58 +89,115 @@ def sniff(path: Path) -> bool:
 def iter_dumps(roots: Sequence[Path], *, follow_symlinks: bool = False) -> Iterator[Candidate]:
     """Every dump under `roots`, in a stable order (sorted names, depth first).
 
-    A root that is a file is taken as it is (an error row later if it is no dump).
+    A root that is a regular file is taken as it is (an error row later if it is no dump);
+    one that is missing or not a regular file (a device, a FIFO) is an error row at once.
     """
-    trees = [root.resolve() for root in roots if root.is_dir()]
+    trees = [Path(os.path.realpath(root)) for root in roots if root.is_dir()]
     # Files and directories are told apart by (device, inode): links never yield a file twice
     # and a link back up the tree ends there.
-    seen: set[tuple[int, int]] = {_identity(os.stat(tree)) for tree in trees}
+    seen: set[_Identity] = {_identity(os.stat(tree)) for tree in trees}
     for root in roots:
         if root.is_dir():
             yield from _walk(root, trees, seen, follow_symlinks)
         else:
-            identity = _identity(os.stat(root)) if root.exists() else (-1, hash(str(root)))
-            if identity not in seen:
-                seen.add(identity)
-                yield Candidate(root)
+            yield from _file_root(root, seen)
 
 
-def _identity(info: os.stat_result) -> tuple[int, int]:
+def _file_root(root: Path, seen: set[_Identity]) -> Iterator[Candidate]:
+    try:
+        info = os.stat(root)
+    except OSError as error:
+        yield Candidate(root, f"cannot read: {_reason(error)}")
+        return
+    if _identity(info) in seen:
+        return
+    seen.add(_identity(info))
+    if stat.S_ISREG(info.st_mode):
+        yield Candidate(root)
+    else:
+        yield Candidate(root, f"cannot read: {_NOT_REGULAR} ({_kind(info.st_mode)})")
+
+
+def _identity(info: os.stat_result) -> _Identity:
     return info.st_dev, info.st_ino
 
 
-def _walk(
-    directory: Path, trees: list[Path], seen: set[tuple[int, int]], follow: bool
-) -> Iterator[Candidate]:
-    try:
-        entries = sorted(os.scandir(directory), key=lambda e: e.name)
-    except OSError:
-        return
-    for entry in entries:
+def _walk(tree: Path, trees: list[Path], seen: set[_Identity], follow: bool) -> Iterator[Candidate]:
+    # One sorted listing per open folder, on a stack of our own rather than Python's: the
+    # order is a recursive walk's, and a tree 1,000 folders deep needs no recursion limit.
+    stack: list[_Listing] = []
+    failed = _enter(tree, stack)
+    if failed is not None:
+        yield failed
+    while stack:
+        entry = next(stack[-1], None)
+        if entry is None:
+            stack.pop()
+            continue
         path = Path(entry.path)
+        info = _target(entry, path, trees, follow)
+        if isinstance(info, Candidate):
+            yield info
+        elif info is not None and _identity(info) not in seen:
+            found = _visit(path, info, seen, stack)
+            if found is not None:
+                yield found
+
+
+def _enter(directory: Path, stack: list[_Listing]) -> Candidate | None:
+    """Push the sorted listing of `directory`; an error row when it cannot be listed."""
+    try:
+        with os.scandir(directory) as listing:
+            entries = sorted(listing, key=lambda e: e.name)
+    except OSError as error:
+        return Candidate(directory, f"cannot list folder: {_reason(error)}")
+    stack.append(iter(entries))
+    return None
+
+
+def _target(
+    entry: os.DirEntry[str], path: Path, trees: list[Path], follow: bool
+) -> os.stat_result | Candidate | None:
+    """What `entry` (at `path`) is, its link followed; None when it is left out (a link not
+    to be followed, a dangling link, a loop of links, a file gone since it was listed)."""
+    try:
         if entry.is_symlink() and not _link_allowed(path, trees, follow):
-            continue
-        try:
-            info = os.stat(path)
-        except OSError:
-            continue  # a dangling link
-        if _identity(info) in seen:
-            continue
-        mode = info.st_mode
-        if stat.S_ISDIR(mode):
-            seen.add(_identity(info))
-            yield from _walk(path, trees, seen, follow)
-        elif stat.S_ISREG(mode):
-            candidate = _candidate(path)
-            if candidate is not None:  # a file that is no dump stays free to be named a root
-                seen.add(_identity(info))
-                yield candidate
+            return None
+        return os.stat(entry.path)
+    except OSError as error:
+        if _listed_as_folder(entry):  # a folder gone or out of reach: its dumps would be lost
+            return Candidate(path, f"cannot list folder: {_reason(error)}")
+        return None
+
+
+def _listed_as_folder(entry: os.DirEntry[str]) -> bool:
+    try:  # the type the listing gave, without a new stat on Linux
+        return entry.is_dir(follow_symlinks=False)
+    except OSError:
+        return False
+
+
+def _visit(
+    path: Path, info: os.stat_result, seen: set[_Identity], stack: list[_Listing]
+) -> Candidate | None:
+    """Enter a folder (an error row if it cannot be listed), or sniff a regular file; any
+    other kind (device, FIFO, socket) is passed over unread."""
+    if stat.S_ISDIR(info.st_mode):
+        seen.add(_identity(info))
+        return _enter(path, stack)
+    if not stat.S_ISREG(info.st_mode):
+        return None
+    candidate = _candidate(path)
+    if candidate is not None:  # a file that is no dump stays free to be named a root
+        seen.add(_identity(info))
+    return candidate
 
 
 def _link_allowed(path: Path, trees: list[Path], follow: bool) -> bool:
     if follow:
         return True
-    real = path.resolve()
+    # realpath, unlike Path.resolve on Python 3.11, does not raise on a loop of links.
+    real = Path(os.path.realpath(path))
     return any(real == tree or real.is_relative_to(tree) for tree in trees)
 
 
@@ -116,4 +208,12 @@ def _candidate(path: Path) -> Candidate | None:
     try:
         return Candidate(path) if sniff(path) or named_like_one else None
     except OSError as error:
-        return Candidate(path, error.strerror or str(error)) if named_like_one else None
+        return Candidate(path, _reason(error)) if named_like_one else None
+
+
+def _reason(error: OSError) -> str:
+    return error.strerror or str(error)
+
+
+def _kind(mode: int) -> str:
+    return next((name for test, name in _KINDS if test(mode)), "of an unknown kind")

@@ -9,7 +9,8 @@ bytes it has. A gzip file is fingerprinted by its trailer (CRC-32 and size of th
 uncompressed data) and its first bytes, a zstd or xz file by its first 4 KiB and last 64
 bytes (the xz index and footer, a zstd frame's checksum), never by decompressing it. A file
 whose ELF header or section header table cannot be read is fingerprinted by its first and
-last 64 KiB: broken dumps are cached too.
+last 64 KiB: broken dumps are cached too. Only a regular file is read: a FIFO or a device
+in a dump's place is refused before a byte is read (and a FIFO never blocks the open).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from postmortem.coredump import tables as t
 from postmortem.coredump.decompress import sniff_codec
 from postmortem.elf import SECTION_HEADER_SIZE, Sections, read_header
 from postmortem.errors import MalformedElf
+from postmortem.scan.discover import open_regular_file
 
 _TABLES = np.array(
     [t.DEV_TABLE, t.CTX_TABLE, t.SM_TABLE, t.GRID_TABLE, t.CTA_TABLE, t.WP_TABLE, t.LN_TABLE,
@@ -39,9 +41,9 @@ def fingerprint(path: Path) -> str:
     """A hex digest of the parts of the dump at `path` a scan result depends on.
 
     Raises:
-        OSError: The file cannot be read.
+        OSError: The file cannot be read, or is not a regular file.
     """
-    with open(path, "rb") as file:
+    with open_regular_file(path) as file:
         size = os.fstat(file.fileno()).st_size
         digest = hashlib.sha256(size.to_bytes(8, "little"))
         head = file.read(_EDGE)

@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 
-from postmortem import __version__
+from postmortem._version import __version__
 from postmortem.analysis.signature import SIGNATURE_VERSION
 from postmortem.errors import ToolNotFound
 from postmortem.scan.cache import FileState, ScanCache
@@ -115,7 +115,7 @@ def run_scan(
         hits = cache.hits if cache else 0
         if cache is not None:
             cache.close()
-    kept = [r for r in rows if options.since is None or r.time >= options.since]
+    kept = _since_kept(rows, todo, options.since)
     kept.sort(key=lambda r: r.path)
     groups = group_rows(kept)
     return ScanResult(
@@ -129,6 +129,16 @@ def _memo(options: ScanOptions) -> Path | bool:
     if options.memo and options.cache_path is not None:
         return options.cache_path.with_name(options.cache_path.name + ".disasm")
     return options.memo
+
+
+def _since_kept(rows: list[DumpRow], todo: list[Candidate], since: float | None) -> list[DumpRow]:
+    """The rows of dumps written since `since`, by their own time. A path that could not be
+    read or listed has none: it was kept or left out by its mtime already (`_before_since`;
+    a folder's mtime moves when a dump is written into it)."""
+    if since is None:
+        return list(rows)
+    unread = {str(c.path) for c in todo if c.unreadable is not None}
+    return [r for r in rows if r.time >= since or r.path in unread]
 
 
 def _before_since(path: Path, since: float | None) -> bool:

@@ -2,12 +2,14 @@
 
 `templates/` sits at the top of the checkout and the build maps it to `postmortem.templates`;
 a report rendered by the installed command, run outside the checkout, proves the mapping. The
-venv gets the package's dependencies from the configured package index; this takes a minute.
+wheel also carries the license, `py.typed` and every published JSON schema. The venv gets the
+package's dependencies from the configured package index; this takes a minute.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import shutil
 import subprocess
@@ -21,6 +23,9 @@ from postmortem.demangle import demangle
 from tests.conftest import DUMPS, ROOT, truth_of
 
 TEMPLATES = sorted(p.name for p in (ROOT / "templates").glob("*.j2"))
+SCHEMAS = sorted(
+    p.relative_to(ROOT).as_posix() for p in (ROOT / "postmortem").rglob("*.schema.json")
+)
 # What the build does not need: history, caches, and the large test data.
 NOT_BUILT = (".git", ".venv", "bench", "fixtures", "tests", "build", "dist", "*.egg-info")
 NOT_BUILT += ("__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache", ".hypothesis")
@@ -48,17 +53,41 @@ def build_wheel(source: Path, out: Path) -> Path:
 
 
 @pytest.fixture(scope="module")
-def installed(tmp_path_factory) -> Path:
-    """The `postmortem` command of a fresh venv that has only the wheel and its dependencies."""
-    if not TEMPLATES:
-        pytest.fail("no templates/*.j2 in the checkout")
+def wheel(tmp_path_factory) -> Path:
+    """The wheel, built from a copy of the checkout."""
     tmp = tmp_path_factory.mktemp("packaging")
     # A copy, so that the build's own build/ and *.egg-info never land in the checkout.
     source = tmp / "source"
     shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(*NOT_BUILT))
-    wheel = build_wheel(source, tmp / "wheels")
-    shipped = set(zipfile.ZipFile(wheel).namelist())
+    return build_wheel(source, tmp / "wheels")
+
+
+def test_wheel_ships_templates_schemas_license_and_type_marker(wheel):
+    if not TEMPLATES or len(SCHEMAS) < 4:
+        pytest.fail(f"the checkout lacks templates or schemas: {TEMPLATES}, {SCHEMAS}")
+    # GIVEN the files of the built wheel
+    with zipfile.ZipFile(wheel) as archive:
+        shipped = set(archive.namelist())
+        (metadata,) = [name for name in shipped if name.endswith(".dist-info/METADATA")]
+        fields = archive.read(metadata).decode("utf-8").partition("\n\n")[0].splitlines()
+        license_file = metadata.replace("METADATA", "licenses/LICENSE")
+        license_text = archive.read(license_file) if license_file in shipped else None
+    # THEN the templates, every schema and the type marker are in the package
     assert {f"postmortem/templates/{name}" for name in TEMPLATES} <= shipped
+    assert set(SCHEMAS) <= shipped
+    assert "postmortem/py.typed" in shipped
+    # AND the license text travels with the metadata, which names it
+    assert license_text == (ROOT / "LICENSE").read_bytes()
+    assert "License-Expression: Apache-2.0" in fields
+    assert "Classifier: Typing :: Typed" in fields
+
+
+@pytest.fixture(scope="module")
+def installed(wheel, tmp_path_factory) -> Path:
+    """The `postmortem` command of a fresh venv that has only the wheel and its dependencies."""
+    if not TEMPLATES:
+        pytest.fail("no templates/*.j2 in the checkout")
+    tmp = tmp_path_factory.mktemp("venv")
     venv = tmp / "venv"
     run([sys.executable, "-m", "venv", venv], cwd=tmp)
     python = venv / "bin" / "python"
@@ -101,3 +130,32 @@ def test_installed_wheel_scans_with_its_rules_and_templates(installed, tmp_path,
     text = out.read_text(encoding="utf-8")
     assert "oob_kernel" in text and "1 dump" in text
     assert "rules default@" in text or fmt != "html"
+
+
+def test_installed_wheel_offers_the_library_api_and_its_schemas(installed, tmp_path):
+    # GIVEN the installed package, imported outside the checkout
+    python = installed.parent / "python"
+    script = """
+import json, sys
+from importlib import metadata, resources
+from pathlib import Path
+import postmortem
+light = "postmortem.analysis.analyze" not in sys.modules and "numpy" not in sys.modules
+from postmortem import AnalyzeOptions, analyze_dump
+analysis = analyze_dump(Path(sys.argv[1]), AnalyzeOptions(cuda_gdb=False))
+schemas = [
+    json.loads(resources.files(package).joinpath(name).read_text())["$id"]
+    for package, name in [("postmortem.report", "info.schema.json"),
+                          ("postmortem.scan", "signature.schema.json")]
+]
+versions = [postmortem.__version__, metadata.version("postmortem")]
+print(json.dumps([light, versions, analysis.verdict.kind.value, schemas]))
+"""
+    # WHEN it analyzes a fixture dump through the top-level API and reads the schemas
+    out = run([python, "-c", script, DUMPS / "oob_store.nvcudmp"], cwd=tmp_path)
+    # THEN `import postmortem` stayed light, and the rest came from the wheel
+    light, (version, distribution_version), kind, schemas = json.loads(out)
+    assert light is True
+    assert version == distribution_version
+    assert kind == "fault"
+    assert schemas == ["postmortem.info/1", "postmortem.signature/1"]

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 
 import pytest
 
@@ -63,3 +66,26 @@ def test_a_format_a_kind_lacks_is_refused():
     assert "html" not in formats("info")
     with pytest.raises(ValueError, match="info output has no html format"):
         render("info", {}, "html")
+
+
+def _render_in_a_process(cache_home: str) -> subprocess.CompletedProcess[str]:
+    code = (
+        "from postmortem.report.render import render\nprint(render('extract', [], 'text') + 'ok')\n"
+    )
+    env = {**os.environ, "XDG_CACHE_HOME": cache_home}
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+
+
+def test_compiled_templates_are_kept_for_the_next_run(tmp_path):
+    first = _render_in_a_process(str(tmp_path))
+    kept = list((tmp_path / "postmortem").glob("templates-*/*"))
+    second = _render_in_a_process(str(tmp_path))
+    assert first.returncode == second.returncode == 0
+    assert kept and first.stdout == second.stdout
+
+
+def test_a_cache_that_cannot_be_written_costs_nothing_but_time(tmp_path):
+    blocked = tmp_path / "file"
+    blocked.write_text("not a folder")
+    result = _render_in_a_process(str(blocked))
+    assert result.returncode == 0 and result.stdout.endswith("ok\n"), result.stderr

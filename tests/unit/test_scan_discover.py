@@ -1,4 +1,6 @@
-"""Finding dumps by content: names do not matter, links out of the tree are not followed."""
+"""Finding dumps by content: names do not matter, links out of the tree are not followed,
+loops and deep trees end, only regular files are read, and a folder that cannot be listed
+is an error row."""
 
 from __future__ import annotations
 
@@ -6,11 +8,15 @@ import gzip
 import lzma
 import os
 import shutil
+import signal
+import socket
 import sys
+from pathlib import Path
 
 import pytest
 
 from postmortem.scan.discover import is_dump_header, iter_dumps, sniff
+from postmortem.scan.fingerprint import fingerprint
 from tests.conftest import DUMPS
 
 if sys.version_info >= (3, 14):
@@ -120,3 +126,124 @@ def test_compressed_dumps_are_found_by_their_decompressed_header(tmp_path, codec
         "packed": True, "text": False, "host": False, "cut": False, "damaged": False,
     }  # fmt: skip
     assert _names(iter_dumps([tmp_path]), tmp_path) == ["packed"]
+
+
+@pytest.fixture
+def no_hang():
+    """Fails the test, instead of hanging it, when an open or read blocks (on a FIFO)."""
+
+    def expire(_signum, _frame):
+        raise TimeoutError("blocked: a FIFO was opened or read")
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.alarm(10)
+    yield
+    signal.alarm(0)
+    signal.signal(signal.SIGALRM, previous)
+
+
+def _deep_tree(root, depth):
+    """`depth` nested folders (made one at a time: os.makedirs recurses), a dump at the bottom."""
+    root.mkdir()
+    folder = root
+    for _ in range(depth):
+        folder = folder / "d"
+        folder.mkdir()
+    shutil.copy(OOB, folder / "bottom.nvcudmp")
+    return folder
+
+
+def _remove_deep(root, depth):
+    # shutil.rmtree recurses on Python 3.11: take the folders away from the bottom up.
+    for level in range(depth, 0, -1):
+        folder = root.joinpath(*["d"] * level)
+        for child in folder.iterdir():
+            child.unlink()
+        folder.rmdir()
+
+
+@pytest.mark.parametrize("follow", [False, True], ids=["links-kept-in", "links-followed"])
+def test_a_loop_of_links_ends_the_walk_not_the_scan(tree, follow):
+    # GIVEN links that lead nowhere but to each other, or to themselves, beside the dumps
+    os.symlink("b_link", tree / "a_link")
+    os.symlink("a_link", tree / "b_link")
+    os.symlink("self_link", tree / "self_link")
+    os.symlink("..", tree / "a" / "up")  # a folder loop too
+    # WHEN the tree is walked THEN the dumps are found, each once
+    found = _names(iter_dumps([tree], follow_symlinks=follow), tree)
+    assert found == ["a/b/renamed.bin", "a/packed.gz", "notes.nvcudmp", "plain_name_no_suffix"]
+
+
+def test_a_tree_1000_folders_deep_is_walked(tmp_path):
+    # GIVEN a dump 1,000 folders down (a recursive walk ran out of stack here)
+    bottom = _deep_tree(tmp_path / "deep", 1000)
+    try:
+        # WHEN it is walked THEN the dump is found, readable
+        found = list(iter_dumps([tmp_path / "deep"]))
+        assert [(c.path, c.unreadable) for c in found] == [(bottom / "bottom.nvcudmp", None)]
+    finally:
+        _remove_deep(tmp_path / "deep", 1000)
+
+
+def test_a_folder_gone_since_its_parent_was_listed_is_an_error_row(tmp_path):
+    # GIVEN a tree whose first dump sorts before a folder holding another
+    shutil.copy(OOB, tmp_path / "a.nvcudmp")
+    (tmp_path / "b").mkdir()
+    shutil.copy(OOB, tmp_path / "b" / "lost.nvcudmp")
+    (tmp_path / "c").mkdir()
+    shutil.copy(OOB, tmp_path / "c" / "kept.nvcudmp")
+    walk = iter_dumps([tmp_path])
+    # WHEN the folder is removed after the top folder was listed, before it is entered
+    assert next(walk).path == tmp_path / "a.nvcudmp"
+    shutil.rmtree(tmp_path / "b")
+    rest = list(walk)
+    # THEN it is an error row naming it and why, and the walk goes on past it
+    assert [(c.path, c.unreadable) for c in rest] == [
+        (tmp_path / "b", "cannot list folder: No such file or directory"),
+        (tmp_path / "c" / "kept.nvcudmp", None),
+    ]
+
+
+def _socket(path):
+    server = socket.socket(socket.AF_UNIX)
+    server.bind(str(path))
+    return server
+
+
+def test_a_root_that_is_no_regular_file_is_an_error_row_unread(tmp_path, no_hang):
+    # GIVEN roots that are a character device, a FIFO (no writer: opening it would block),
+    # a socket, a loop of links and nothing at all
+    os.mkfifo(tmp_path / "core.nvcudmp")
+    os.symlink("loop", tmp_path / "loop")
+    with _socket(tmp_path / "sock"):
+        roots = [Path("/dev/zero"), tmp_path / "core.nvcudmp", tmp_path / "sock",
+                 tmp_path / "loop", tmp_path / "missing"]  # fmt: skip
+        # WHEN they are walked THEN each is an error row at once, saying what it is
+        found = {c.path.name: c.unreadable for c in iter_dumps(roots)}
+    assert found == {
+        "zero": "cannot read: not a regular file (a character device)",
+        "core.nvcudmp": "cannot read: not a regular file (a FIFO)",
+        "sock": "cannot read: not a regular file (a socket)",
+        "loop": "cannot read: Too many levels of symbolic links",
+        "missing": "cannot read: No such file or directory",
+    }
+
+
+@pytest.mark.parametrize("follow", [False, True], ids=["links-kept-in", "links-followed"])
+def test_devices_fifos_and_sockets_in_a_tree_are_passed_over(tree, no_hang, follow):
+    # GIVEN a FIFO and a socket named like dumps, and a link to /dev/zero, in the tree
+    os.mkfifo(tree / "a" / "fifo.nvcudmp")
+    os.symlink("/dev/zero", tree / "zero.nvcudmp")
+    with _socket(tree / "sock.nvcudmp"):
+        # WHEN it is walked THEN only the regular files are read and reported
+        found = _names(iter_dumps([tree], follow_symlinks=follow), tree)
+    assert found == ["a/b/renamed.bin", "a/packed.gz", "notes.nvcudmp", "plain_name_no_suffix"]
+
+
+@pytest.mark.parametrize("read", [sniff, fingerprint], ids=["sniff", "fingerprint"])
+def test_reading_a_fifo_is_refused_without_blocking(tmp_path, no_hang, read):
+    # GIVEN a FIFO where a dump was (no writer: a plain open would wait for one forever)
+    os.mkfifo(tmp_path / "core.nvcudmp")
+    # WHEN it is sniffed or fingerprinted THEN it is refused at once
+    with pytest.raises(OSError, match="not a regular file"):
+        read(tmp_path / "core.nvcudmp")

@@ -93,13 +93,15 @@ def test_a_timeout_still_kills_a_quiet_tool():
 
 
 def test_a_tool_s_peak_memory_is_its_own():
-    # GIVEN a tool that holds 60 MB, run after one that holds little
-    small = run_tool([sys.executable, "-c", "pass"], timeout=30)
-    big = run_tool([sys.executable, "-c", "x = bytearray(60_000_000); print(len(x))"], timeout=30)
-    # THEN each run reports its own peak resident memory (KiB), not the largest so far
+    # GIVEN this process holding 100 MB, a tool holding 60 MB for a moment, and one holding little
+    held = bytearray(100_000_000)
+    hold = "import time; x = bytearray(60_000_000); time.sleep(0.3)"
+    big = run_tool([sys.executable, "-c", hold], timeout=30)
+    small = run_tool([sys.executable, "-c", "import time; time.sleep(0.1)"], timeout=30)
+    # THEN each run reports its own peak (KiB): not ours, not the largest tool's so far
     assert big.peak_rss_kib is not None and small.peak_rss_kib is not None
     assert big.peak_rss_kib > 60_000 > small.peak_rss_kib
-    assert run_tool([sys.executable, "-c", "pass"], timeout=30).peak_rss_kib < 60_000
+    assert len(held) == 100_000_000
 
 
 def test_an_exit_status_and_a_signal_still_come_back():

@@ -1,0 +1,89 @@
+"""Benchmark: whole commands, as a user runs them, side by side with cuda-gdb on the same dump.
+
+Every figure is a whole process, from start to exit: Python's start-up, imports, reading,
+rendering; for cuda-gdb, opening the dump (`target cudacore`) and answering `info cuda
+kernels` and `bt` in batch mode. Median wall time and peak memory (the process's own, from
+wait4) over --repeat runs, on a small fixture dump and on a full-H100-shaped one (132 SMs x
+64 warps x 32 lanes = 270,336 lanes, r400 rows so that cuda-gdb 11.8 reads it) that
+fixtures/builder/large.py writes into a temporary folder.
+
+    python bench/bench_commands.py [--repeat R] [--lanes N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SMALL = Path("fixtures") / "dumps" / "oob_store.nvcudmp"
+POSTMORTEM = [sys.executable, "-m", "postmortem"]
+
+
+def run(argv: list[str]) -> tuple[float, int]:
+    """Wall seconds and peak resident KiB of one process."""
+    started = time.perf_counter()
+    process = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    _, status, usage = os.wait4(process.pid, 0)
+    process.returncode = os.waitstatus_to_exitcode(status)
+    return time.perf_counter() - started, int(usage.ru_maxrss)
+
+
+def measure(argv: list[str], repeat: int) -> tuple[float, int]:
+    runs = [run(argv) for _ in range(repeat)]
+    return statistics.median(t for t, _ in runs), max(m for _, m in runs)
+
+
+def cuda_gdb(dump: Path) -> list[str] | None:
+    exe = shutil.which("cuda-gdb")
+    if exe is None:
+        return None
+    return [exe, "-batch", "-nx", "-iex", "set auto-load off", "-ex",
+            f"target cudacore {dump}", "-ex", "info cuda kernels", "-ex", "bt"]  # fmt: skip
+
+
+def table(title: str, dump: Path, repeat: int) -> None:
+    print(f"\n{title}: {dump} ({dump.stat().st_size / 2**20:.1f} MiB on disk)")
+    reference = cuda_gdb(dump)
+    gdb = measure(reference, repeat) if reference else None
+    rows = [
+        ("postmortem --help", [*POSTMORTEM, "--help"]),
+        ("postmortem info", [*POSTMORTEM, "info", str(dump)]),
+        ("postmortem analyze --no-gdb", [*POSTMORTEM, "analyze", str(dump), "--no-gdb"]),
+        ("postmortem analyze (with cuda-gdb)", [*POSTMORTEM, "analyze", str(dump)]),
+    ]
+    if gdb:
+        print(f"  {'cuda-gdb: kernels + bt':38s} {gdb[0]:7.2f} s  {gdb[1] / 1024:7.0f} MiB")
+    for label, argv in rows:
+        seconds, kib = measure(argv, repeat)
+        ratio = f"  {gdb[0] / seconds:5.1f}x cuda-gdb's speed" if gdb else ""
+        print(f"  {label:38s} {seconds:7.2f} s  {kib / 1024:7.0f} MiB{ratio}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--lanes", type=int, default=270_336)
+    args = parser.parse_args()
+    # The first analyze with cuda-gdb may learn that it needs an empty data directory.
+    run([*POSTMORTEM, "analyze", str(SMALL)])
+    table("small dump", ROOT / SMALL, args.repeat)
+    with tempfile.TemporaryDirectory(prefix="postmortem-bench-") as scratch:
+        large = Path(scratch) / "h100.nvcudmp"
+        builder = ROOT / "fixtures" / "builder" / "large.py"
+        subprocess.run(
+            [sys.executable, str(builder), str(large), "--layout", "r400", "--lanes",
+             str(args.lanes)], check=True, cwd=ROOT, stdout=subprocess.DEVNULL,
+        )  # fmt: skip
+        table(f"H100-shaped dump, {args.lanes:,} lanes", large, max(1, args.repeat // 2))
+
+
+if __name__ == "__main__":
+    main()
