@@ -109,6 +109,7 @@ def tool_uses(
             "nvdisasm", listing.tool_version if listing else None,
             "SASS instructions, inline chains (-gi)", listing is not None,
             None if listing else why_no_listing, listing.image if listing else None,
+            _nvdisasm_seconds(sites, hang) if listing else None,
         ),
         ToolUse(
             "cuda-gdb", check.version if check else None,
@@ -117,6 +118,14 @@ def tool_uses(
             check.seconds if check else None, check.peak_rss_kib if check else None,
         ),
     )  # fmt: skip
+
+
+def _nvdisasm_seconds(sites: Sequence[FaultSite], hang: HangAnalysis | None) -> float:
+    # Each distinct listing once (sites of one function share one, memoized); a listing from
+    # the scan's store took no run.
+    listings = [s.disassembly for s in sites if s.disassembly]
+    listings += list(hang.disassemblies) if hang else []
+    return sum({id(d): d.seconds for d in listings}.values())
 
 
 _NVDISASM_TROUBLE = frozenset({FindingCode.NVDISASM_MISSING, FindingCode.NVDISASM_FAILED})

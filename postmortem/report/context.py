@@ -331,6 +331,10 @@ def _provenance(uses: Sequence[ToolUse]) -> list[Json]:
             "status": "used" if use.used else "unavailable",
             "note": use.note,
             "image": use.image,
+            "seconds": None if use.seconds is None else round(use.seconds, 2),
+            "peak_memory_mib": (
+                None if use.peak_rss_kib is None else round(use.peak_rss_kib / 1024, 1)
+            ),
         }
         for use in uses
     ]
