@@ -130,12 +130,20 @@ class _Commands(click.Group):
 
 @click.group(cls=_Commands, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="postmortem")
-def main() -> None:
+@click.pass_context
+def main(ctx: click.Context) -> None:
     """postmortem: CUDA GPU coredumps turned into answers, on any machine.
 
     Exit status: 0 done, 1 internal error, 2 unreadable input (not a CUDA coredump,
     truncated, corrupt), 3 an external tool failed.
+
+    Settings (source dirs, path maps, tool paths, rules) may be kept in
+    $XDG_CONFIG_HOME/postmortem/postmortem.toml or a project's pyproject.toml
+    [tool.postmortem]; an option on the command line wins.
     """
+    from postmortem.config import load_settings
+
+    ctx.default_map = _run(False, load_settings).defaults()
 
 
 _core_argument = click.argument("core", type=click.Path(path_type=Path))
@@ -484,6 +492,27 @@ def signature(
     for error in errors:
         click.echo(error, err=True)
     sys.exit(ExitStatus.BAD_INPUT if errors else ExitStatus.OK)
+
+
+@main.command(context_settings={"ignore_unknown_options": True})
+@_core_argument
+@_tool_option(
+    "--cuda-gdb", "cuda_gdb", "The cuda-gdb to use (default: $POSTMORTEM_CUDA_GDB, PATH, CUDA)."
+)
+@click.argument("gdb_args", nargs=-1, type=click.UNPROCESSED, metavar="[-- CUDA-GDB ARGS...]")
+@_debug_option
+def debug(core: Path, cuda_gdb: Path | None, gdb_args: tuple[str, ...], debug: bool) -> None:
+    """Open CORE in cuda-gdb, interactively, as coredumpctl debug does.
+
+    cuda-gdb starts with safe flags (-nx, no auto-loaded scripts), cuobjdump on its PATH
+    and, for a build whose Python unwinder fails, an empty data directory; then `target
+    cudacore CORE`. Arguments after -- go to cuda-gdb. Exits with cuda-gdb's status.
+    """
+    _check_core(core, debug)
+    from postmortem.gdb.run import debug_interactively
+
+    status = _run(debug, lambda: debug_interactively(core, gdb_args, cuda_gdb=cuda_gdb))
+    sys.exit(status)
 
 
 if __name__ == "__main__":  # pragma: no cover

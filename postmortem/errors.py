@@ -299,3 +299,17 @@ class ScanCacheError(PostmortemError):
         return f"{self.path}: cannot use the scan cache: {self.reason}"
 
     hint = "pass --cache FILE somewhere writable, or --no-cache"
+
+
+@dataclass(eq=False)
+class ConfigError(PostmortemError):
+    """A settings file (postmortem.toml, or a pyproject.toml's [tool.postmortem]) that cannot
+    be used."""
+
+    path: Path
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.reason}"
+
+    hint = "fix or remove the setting; see the README, Settings"

@@ -87,6 +87,26 @@ def run_tool(
         return _run(args, tool, limits, env, cwd or scratch, merge_stderr, started)
 
 
+def run_interactive(argv: Sequence[str], *, env: Mapping[str, str] | None = None) -> int:
+    """Runs a tool on the user's terminal (its stdin, stdout and stderr), with no time limit,
+    and returns its exit status. Ctrl-C goes to the tool, as in a shell.
+
+    Raises:
+        ToolNotFound: The program could not be started.
+    """
+    try:
+        process = subprocess.Popen(list(argv), env=None if env is None else dict(env))
+    except OSError as exc:
+        tool = Path(argv[0]).name if argv else "?"
+        detail = f"it cannot be started ({exc.strerror or exc}); check the path"
+        raise ToolNotFound(tool, (argv[0] if argv else "",), detail) from exc
+    with process:
+        while process.returncode is None:
+            with contextlib.suppress(KeyboardInterrupt):  # the tool got it too, and decides
+                process.wait()
+        return process.returncode
+
+
 @dataclass(frozen=True, slots=True)
 class _Limits:
     timeout: float

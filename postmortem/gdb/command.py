@@ -80,6 +80,26 @@ def build_cuda_gdb_argv(
     return argv
 
 
+def build_interactive_argv(
+    cuda_gdb: str | os.PathLike[str],
+    core_path: str | os.PathLike[str],
+    extra: Sequence[str] = (),
+    *,
+    data_directory: str | os.PathLike[str] | None = None,
+) -> list[str]:
+    """Builds the argv that opens a GPU coredump in an interactive cuda-gdb session.
+
+    The same safe start as the batch runs (no ~/.gdbinit, no auto-loaded scripts from the
+    dump's paths), then ``target cudacore``; `extra` arguments go last, as the user gave them.
+    """
+    argv = [os.fspath(cuda_gdb), "-nx"]
+    if data_directory is not None:
+        argv += ["-data-directory", os.fspath(data_directory)]
+    for setting in _EARLY_SETTINGS:
+        argv += ["-iex", setting]
+    return [*argv, "-ex", f"{OPEN_COMMAND} {os.fspath(core_path)}", *extra]
+
+
 def _echo(kind: str, index: int, command: str) -> str:
     # gdb's echo reads C escapes: double the backslashes, keep the marker on one line.
     text = command.replace("\\", "\\\\").replace("\n", " ")

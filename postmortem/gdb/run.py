@@ -23,6 +23,8 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shlex
+import sys
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -35,11 +37,12 @@ from postmortem.gdb.command import (
     OPEN_COMMAND,
     CommandOutput,
     build_cuda_gdb_argv,
+    build_interactive_argv,
     split_output,
     strip_markers,
 )
 from postmortem.gdb.faults import diagnose
-from postmortem.toolrun import ToolRun, run_tool
+from postmortem.toolrun import ToolRun, run_interactive, run_tool
 from postmortem.tools import find_tool, tool_version
 
 _RETRY_CODE = FindingCode.GDB_PYTHON_UNWINDER_FAULT
@@ -211,6 +214,33 @@ class _DataDirectoryMemo:
             partial = self._path.with_suffix(f".{os.getpid()}.part")
             partial.write_text(json.dumps(known, sort_keys=True), encoding="utf-8")
             partial.replace(self._path)
+
+
+def debug_interactively(
+    core_path: str | os.PathLike[str],
+    extra: Sequence[str] = (),
+    *,
+    cuda_gdb: str | os.PathLike[str] | None = None,
+) -> int:
+    """Open the dump in cuda-gdb for the user, on this terminal; returns its exit status.
+
+    Started as the batch runs are: safe flags, cuobjdump on PATH, and the empty data
+    directory when this cuda-gdb's Python unwinder is known to fail.
+
+    Raises:
+        UnreadableFile: `core_path` is not a readable file.
+        ToolNotFound: cuda-gdb is not installed where postmortem looks.
+    """
+    core = Path(core_path).absolute()
+    if not core.is_file() or not os.access(core, os.R_OK):
+        raise UnreadableFile(core, "not a readable file")
+    exe = find_tool("cuda-gdb", cuda_gdb)
+    needs_empty = _DataDirectoryMemo(exe).known_fault() is not None
+    with tempfile.TemporaryDirectory(prefix="postmortem-gdb-data-") as empty:
+        data_directory = empty if needs_empty else None
+        argv = build_interactive_argv(exe, core, extra, data_directory=data_directory)
+        print(f"postmortem: {shlex.join(argv)}", file=sys.stderr)
+        return run_interactive(argv, env=_environment())
 
 
 def _environment() -> dict[str, str]:

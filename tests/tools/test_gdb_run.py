@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import pytest
 
@@ -142,3 +144,25 @@ def test_a_cuda_gdb_that_needs_the_retry_is_run_once_the_next_time(cuda_gdb, tmp
 def _sessions(log):
     # Starts on a dump, not the `--version` query that names the tool's version.
     return sum(1 for line in log.read_text().splitlines() if line != "--version")
+
+
+def test_debug_opens_the_dump_in_cuda_gdb_with_the_safe_flags(cuda_gdb, tmp_path):
+    # GIVEN `postmortem debug` with batch commands after --, standing in for a user's session
+    core, truth = dump("oob_store")
+    argv = [sys.executable, "-m", "postmortem", "debug", str(core), "--cuda-gdb", str(cuda_gdb),
+            "--", "-batch", "-ex", "info cuda kernels"]  # fmt: skip
+    result = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    # THEN cuda-gdb opened the dump (its kernel table) and the command line was shown
+    assert result.returncode == 0, result.stderr
+    assert "oob_kernel" in result.stdout
+    shown = next(line for line in result.stderr.splitlines() if line.startswith("postmortem: "))
+    assert " -nx " in shown and "set auto-load off" in shown and "target cudacore" in shown
+
+
+def test_debug_without_cuda_gdb_is_one_line_and_exit_3(tmp_path):
+    core, _ = dump("oob_store")
+    argv = [sys.executable, "-m", "postmortem", "debug", str(core), "--cuda-gdb",
+            str(tmp_path / "no-cuda-gdb")]  # fmt: skip
+    result = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 3
+    assert len(result.stderr.splitlines()) == 1 and result.stderr.startswith("error: ")

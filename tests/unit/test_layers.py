@@ -49,6 +49,7 @@ LAYER_OF: dict[str, str] = {
     "postmortem.elf": "base",
     "postmortem.toolrun": "base",
     "postmortem.tools": "base",
+    "postmortem.config": "base",
     # The native reader, the cubin inspector with its nvdisasm adapter, the cuda-gdb adapter:
     # three siblings that know nothing of each other.
     "postmortem.coredump": "coredump",

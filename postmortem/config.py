@@ -1,0 +1,136 @@
+"""Settings a user or a project keeps, so that every command need not repeat them.
+
+Two files, both optional, in TOML:
+
+- the user's, ``$XDG_CONFIG_HOME/postmortem/postmortem.toml`` (``~/.config`` when unset),
+  with the keys at the top level;
+- the project's, the ``[tool.postmortem]`` table of the nearest ``pyproject.toml`` from the
+  current folder up.
+
+Keys: ``source-dirs`` and ``map-paths`` (lists; a project's add to the user's), ``nvdisasm``,
+``cuda-gdb`` and ``rules`` (paths; a project's win). Relative paths are taken from the folder
+of the file that names them. An option given on the command line wins over both files.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from postmortem.errors import ConfigError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib  # type: ignore[import-not-found, unused-ignore]
+
+_LISTS = ("source-dirs", "map-paths")
+_PATHS = ("nvdisasm", "cuda-gdb", "rules")
+_KEYS = frozenset((*_LISTS, *_PATHS))
+_MAX_PARENTS = 64  # how far up a pyproject.toml is looked for
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """What the configuration files say, merged: the project's over the user's."""
+
+    source_dirs: tuple[str, ...] = ()
+    map_paths: tuple[str, ...] = ()
+    """``OLD=NEW`` prefixes, as `--map-path` takes them."""
+    nvdisasm: str | None = None
+    cuda_gdb: str | None = None
+    rules: str | None = None
+    files: tuple[Path, ...] = ()
+    """The files read, user's first."""
+
+    def defaults(self) -> dict[str, dict[str, Any]]:
+        """click's `default_map`: each command's option defaults from these settings."""
+        tools = {k: v for k, v in (("nvdisasm", self.nvdisasm),) if v is not None}
+        paths = {"source_dirs": list(self.source_dirs)} if self.source_dirs else {}
+        maps = {"path_maps": list(self.map_paths)} if self.map_paths else {}
+        rules = {"rules": self.rules} if self.rules is not None else {}
+        gdb = {"cuda_gdb": self.cuda_gdb} if self.cuda_gdb is not None else {}
+        return {
+            "analyze": {**tools, **gdb, **paths, **maps},
+            "scan": {**tools, **gdb, **paths, **maps, **rules},
+            "signature": {**tools, **maps, **rules},
+            "debug": {**gdb},
+        }
+
+
+def load_settings(cwd: Path | None = None) -> Settings:
+    """The user's and the project's settings, merged.
+
+    Raises:
+        ConfigError: a file that exists cannot be read, is not TOML, or holds an unknown key
+            or a value of the wrong type.
+    """
+    found: list[tuple[Path, dict[str, Any]]] = []
+    user = _user_file()
+    if user.is_file():
+        found.append((user, _table(user, _read(user))))
+    project = _project_file(cwd or Path.cwd())
+    if project is not None:
+        table = _read(project).get("tool", {}).get("postmortem")
+        if table is not None:
+            found.append((project, _table(project, table)))
+    settings: dict[str, Any] = {"source_dirs": (), "map_paths": ()}
+    for path, table in found:
+        base = path.parent
+        settings["source_dirs"] += tuple(str(base / d) for d in table.get("source-dirs", ()))
+        settings["map_paths"] += tuple(table.get("map-paths", ()))
+        for key in _PATHS:
+            if key in table:
+                settings[key.replace("-", "_")] = str(base / table[key])
+    return Settings(**settings, files=tuple(path for path, _ in found))
+
+
+def _user_file() -> Path:
+    base = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
+    return Path(base) / "postmortem" / "postmortem.toml"
+
+
+def _project_file(cwd: Path) -> Path | None:
+    folder = cwd.absolute()
+    for _ in range(_MAX_PARENTS):
+        candidate = folder / "pyproject.toml"
+        if candidate.is_file():
+            return candidate
+        if folder.parent == folder:
+            return None
+        folder = folder.parent
+    return None
+
+
+def _read(path: Path) -> dict[str, Any]:
+    try:
+        with path.open("rb") as file:
+            data: dict[str, Any] = tomllib.load(file)
+            return data
+    except OSError as error:
+        raise ConfigError(path, f"cannot read: {error.strerror or error}") from None
+    except tomllib.TOMLDecodeError as error:
+        raise ConfigError(path, f"not TOML: {error}") from None
+
+
+def _table(path: Path, table: Any) -> dict[str, Any]:
+    if not isinstance(table, dict):
+        raise ConfigError(path, "the postmortem settings are not a table")
+    unknown = sorted(set(table) - _KEYS)
+    if unknown:
+        known = ", ".join(sorted(_KEYS))
+        raise ConfigError(path, f"unknown key {unknown[0]!r} (known: {known})")
+    for key in _LISTS:
+        value = table.get(key, [])
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise ConfigError(path, f"{key} must be a list of strings")
+    for key in _PATHS:
+        if key in table and not isinstance(table[key], str):
+            raise ConfigError(path, f"{key} must be a string (a path)")
+    for value in table.get("map-paths", []):
+        if "=" not in value:
+            raise ConfigError(path, f"map-paths entry {value!r} is not OLD=NEW")
+    return table

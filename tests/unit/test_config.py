@@ -1,0 +1,71 @@
+"""Settings from the user's postmortem.toml and a project's pyproject.toml."""
+
+from __future__ import annotations
+
+import pytest
+
+from postmortem.config import Settings, load_settings
+from postmortem.errors import ConfigError, ExitStatus
+
+
+@pytest.fixture
+def homes(tmp_path, monkeypatch):
+    config = tmp_path / "config"
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(config))
+    project = tmp_path / "project"
+    (project / "src" / "deep").mkdir(parents=True)
+    return config / "postmortem" / "postmortem.toml", project
+
+
+def _write(path, text):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+
+
+def test_no_file_means_no_settings(homes):
+    _, project = homes
+    assert load_settings(project) == Settings()
+    assert load_settings(project).defaults()["analyze"] == {}
+
+
+def test_the_project_adds_to_the_user_s_lists_and_wins_on_paths(homes):
+    # GIVEN a user file and a project's [tool.postmortem], read from a folder below it
+    user, project = homes
+    _write(user, 'source-dirs = ["/src/common"]\nnvdisasm = "/opt/nvdisasm"\n'
+                 'map-paths = ["/build=/home/me"]\n')  # fmt: skip
+    table = 'source-dirs = ["src"]\nnvdisasm = "tools/nvdisasm"\nrules = "rules.json"\n'
+    _write(project / "pyproject.toml", f'[project]\nname = "x"\n\n[tool.postmortem]\n{table}')
+    settings = load_settings(project / "src" / "deep")
+    # THEN lists add up, the project's paths win, and relative paths are the file's
+    assert settings.source_dirs == ("/src/common", str(project / "src"))
+    assert settings.nvdisasm == str(project / "tools" / "nvdisasm")
+    assert settings.map_paths == ("/build=/home/me",)
+    assert settings.rules == str(project / "rules.json")
+    assert settings.files == (user, project / "pyproject.toml")
+    scan = settings.defaults()["scan"]
+    assert scan["source_dirs"] == list(settings.source_dirs) and scan["rules"] == settings.rules
+
+
+def test_a_pyproject_without_the_table_is_ignored(homes):
+    _, project = homes
+    _write(project / "pyproject.toml", '[project]\nname = "x"\n')
+    assert load_settings(project).files == ()
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("source-dir = []\n", "unknown key 'source-dir'"),
+        ('source-dirs = "src"\n', "source-dirs must be a list of strings"),
+        ("nvdisasm = 3\n", "nvdisasm must be a string"),
+        ('map-paths = ["/build"]\n', "is not OLD=NEW"),
+        ("source-dirs = [\n", "not TOML"),
+    ],
+)
+def test_a_bad_setting_is_one_error_naming_the_file(homes, text, message):
+    user, project = homes
+    _write(user, text)
+    with pytest.raises(ConfigError, match=message) as raised:
+        load_settings(project)
+    assert str(user) in str(raised.value)
+    assert raised.value.exit_status == ExitStatus.BAD_INPUT
