@@ -230,18 +230,24 @@ class Sections:
         self.buffer_size = len(buffer) if size is None else size
         self.header = header
         self.count = header.section_count
-        headers = np.frombuffer(buffer, SECTION_DTYPE, self.count, header.shoff)
-        self.type = headers["type"].copy()
-        self.flags = headers["flags"].copy()
-        self.addr = headers["addr"].copy()
-        self.offset = headers["offset"].copy()
-        self.size = headers["size"].copy()
-        self.link = headers["link"].copy()
-        self.info = headers["info"].copy()
-        self.entsize = headers["entsize"].copy()
-        self.addralign = headers["addralign"].copy()
-        self._name = headers["name"].copy()
-        del headers
+        # One sequential copy of the table out of the buffer, then the columns gathered from
+        # that copy in memory: ten strided gathers straight from a memory map of 550,000
+        # 64-byte rows cost several times more (each pays the map's page faults). The
+        # columns are contiguous copies, so the map is never pinned by views of it.
+        start = header.shoff
+        table = bytes(buffer[start : start + self.count * SECTION_HEADER_SIZE])
+        headers = np.frombuffer(table, SECTION_DTYPE, self.count)
+        self.type = np.ascontiguousarray(headers["type"])
+        self.flags = np.ascontiguousarray(headers["flags"])
+        self.addr = np.ascontiguousarray(headers["addr"])
+        self.offset = np.ascontiguousarray(headers["offset"])
+        self.size = np.ascontiguousarray(headers["size"])
+        self.link = np.ascontiguousarray(headers["link"])
+        self.info = np.ascontiguousarray(headers["info"])
+        self.entsize = np.ascontiguousarray(headers["entsize"])
+        self.addralign = np.ascontiguousarray(headers["addralign"])
+        self._name = np.ascontiguousarray(headers["name"])
+        del headers, table
         self.in_file = self._bytes_in_file()
         """Bytes of each section that lie inside the buffer (0 for SHT_NOBITS)."""
         self._names = self._range(header.shstrndx)
