@@ -7,7 +7,9 @@
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
+import termios
 from pathlib import Path
 
 import pytest
@@ -69,3 +71,38 @@ def load_transcript(path: Path) -> tuple[dict[str, str], str]:
         key, _, value = lines.pop(0)[2:].partition(":")
         meta[key.strip()] = value.strip()
     return meta, "\n".join(lines)
+
+
+def run_on_terminal(
+    argv: list[str],
+    *,
+    stream: str = "stdout",
+    env: dict[str, str] | None = None,
+    raw_newlines: bool = False,
+    timeout: float = 300,
+) -> tuple[int, bytes]:
+    """Run `argv` with its `stream` ("stdout" or "stderr") on a pseudo-terminal, the other
+    discarded; returns its exit status and everything it wrote to the terminal.
+
+    `raw_newlines` turns off the terminal's newline translation (ONLCR), so that what the
+    program wrote comes back byte for byte.
+    """
+    leader, follower = os.openpty()
+    if raw_newlines:
+        attributes = termios.tcgetattr(follower)
+        attributes[1] &= ~termios.ONLCR
+        termios.tcsetattr(follower, termios.TCSANOW, attributes)
+    streams = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL, stream: follower}
+    process = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, **streams)
+    os.close(follower)
+    seen = b""
+    while True:
+        try:
+            chunk = os.read(leader, 65536)
+        except OSError:  # the terminal closed with the program
+            break
+        if not chunk:
+            break
+        seen += chunk
+    os.close(leader)
+    return process.wait(timeout=timeout), seen

@@ -14,14 +14,13 @@ import os
 import re
 import subprocess
 import sys
-import termios
 from pathlib import Path
 
 import pytest
 from elftools.elf.elffile import ELFFile
 
 from tests.conftest import DUMPS
-from tests.tooling import require_tool
+from tests.tooling import require_tool, run_on_terminal
 
 KERNEL = b"_Zk\x1b[2J\x1b]0;pwned\x07\r\nerror: forged\tkernel\x08\x7f\xc2\x9b\\x1b"
 KERNEL_SHOWN = "_Zk\\x1b[2J\\x1b]0;pwned\\x07\\r\\nerror: forged\\tkernel\\x08\\x7f\\x9b\\\\x1b"
@@ -169,25 +168,10 @@ def test_analyze_to_a_text_file_shows_hostile_names_escaped(hostile, tmp_path):
 
 def test_analyze_in_color_sends_only_its_own_color_codes(hostile):
     # GIVEN standard output on a terminal (a pseudo-terminal, newlines left as they are)
-    leader, follower = os.openpty()
-    attributes = termios.tcgetattr(follower)
-    attributes[1] &= ~termios.ONLCR
-    termios.tcsetattr(follower, termios.TCSANOW, attributes)
     command = [sys.executable, "-m", "postmortem", "analyze", "--no-gdb", str(hostile)]
-    proc = subprocess.Popen(command, stdout=follower, stderr=subprocess.PIPE)
-    os.close(follower)
     # WHEN the report is written in color
-    seen = b""
-    while True:
-        try:
-            chunk = os.read(leader, 65536)
-        except OSError:  # the terminal closed with the command
-            break
-        if not chunk:
-            break
-        seen += chunk
-    assert proc.wait(timeout=300) == 0, proc.stderr.read() if proc.stderr else ""
-    os.close(leader)
+    status, seen = run_on_terminal(command, raw_newlines=True)
+    assert status == 0
     # THEN its color codes are there, and once they are removed nothing raw is left
     text = seen.decode("utf-8")
     assert SGR.search(text)

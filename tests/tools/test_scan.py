@@ -26,7 +26,7 @@ from postmortem.scan.index import build_index
 from postmortem.scan.run import ScanOptions, run_scan
 from postmortem.scan.worker import WorkOptions, report_path
 from tests.conftest import dump_paths, truth_of
-from tests.tooling import REPO, require_tool
+from tests.tooling import REPO, require_tool, run_on_terminal
 
 SCHEMA = json.loads((REPO / "postmortem" / "scan" / "scan-line.schema.json").read_text())
 OOB = REPO / "fixtures" / "dumps" / "oob_store.nvcudmp"
@@ -414,26 +414,12 @@ def test_an_empty_directory_is_a_scan_of_nothing(tmp_path):
 def test_a_terminal_gets_a_progress_bar(tmp_path):
     require_tool("nvdisasm")
     # GIVEN standard error on a terminal (a pseudo-terminal here)
-    leader, follower = os.openpty()
     out = tmp_path / "index.txt"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "postmortem", "scan", REPO / "fixtures" / "dumps", "-j2",
-         "--no-cache", "-o", out],
-        stdout=subprocess.DEVNULL, stderr=follower,
-    )  # fmt: skip
-    os.close(follower)
+    argv = [sys.executable, "-m", "postmortem", "scan", str(REPO / "fixtures" / "dumps"), "-j2",
+            "--no-cache", "-o", str(out)]  # fmt: skip
     # WHEN the scan runs
-    seen = b""
-    while True:
-        try:
-            chunk = os.read(leader, 4096)
-        except OSError:  # the terminal closed with the scan
-            break
-        if not chunk:
-            break
-        seen += chunk
-    assert proc.wait(timeout=120) == 0
-    os.close(leader)
+    status, seen = run_on_terminal(argv, stream="stderr", timeout=120)
+    assert status == 0
     # THEN it drew the bar, redrawn in place, up to every dump done and the errors so far
     text = seen.decode()
     total = len(dump_paths())
