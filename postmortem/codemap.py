@@ -119,7 +119,7 @@ class CodeMap:
                 self._inline_trees[module] = read_inline_tree(ElfImage(image)) if image else None
             except MalformedElf as error:
                 self._inline_trees[module] = None
-                self.unreadable_lines[module] = str(error)
+                self.unreadable_lines.setdefault(module, str(error))
         return self._inline_trees[module]
 
     def locate(self, device_index: int, pc: int | None) -> CodeLocation | None:

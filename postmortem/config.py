@@ -73,10 +73,9 @@ def load_settings(cwd: Path | None = None) -> Settings:
     if user.is_file():
         found.append((user, _table(user, _read(user))))
     project = _project_file(cwd or Path.cwd())
-    if project is not None:
-        table = _read(project).get("tool", {}).get("postmortem")
-        if table is not None:
-            found.append((project, _table(project, table)))
+    table = _project_table(project) if project is not None else None
+    if project is not None and table is not None:
+        found.append((project, _table(project, table)))
     settings: dict[str, Any] = {"source_dirs": (), "map_paths": ()}
     for path, table in found:
         base = path.parent
@@ -105,6 +104,23 @@ def _project_file(cwd: Path) -> Path | None:
     return None
 
 
+def _project_table(path: Path) -> Any:
+    # Another tool's pyproject.toml is none of our business: only one that names
+    # [tool.postmortem] is held to being readable TOML.
+    try:
+        data = _read(path)
+    except ConfigError:
+        try:
+            ours = b"[tool.postmortem" in path.read_bytes()
+        except OSError:
+            ours = False
+        if ours:
+            raise
+        return None
+    tool = data.get("tool")
+    return tool.get("postmortem") if isinstance(tool, dict) else None
+
+
 def _read(path: Path) -> dict[str, Any]:
     try:
         with path.open("rb") as file:
@@ -112,7 +128,7 @@ def _read(path: Path) -> dict[str, Any]:
             return data
     except OSError as error:
         raise ConfigError(path, f"cannot read: {error.strerror or error}") from None
-    except tomllib.TOMLDecodeError as error:
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as error:
         raise ConfigError(path, f"not TOML: {error}") from None
 
 

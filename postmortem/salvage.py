@@ -12,6 +12,7 @@ from postmortem.codemap import CodeMap
 from postmortem.coredump.reader import Coredump
 from postmortem.coredump.survey import DamageKind
 from postmortem.findings import Finding, FindingCode, Severity
+from postmortem.model import Module
 
 _CODES = {
     DamageKind.ROOT_IMAGE: (FindingCode.ROOT_LEVEL_IMAGE, Severity.INFO),
@@ -32,9 +33,7 @@ def dump_findings(core: Coredump, code_map: CodeMap) -> tuple[Finding, ...]:
         found.append(Finding(code, severity, damage.message, remedy=remedy))
     code_map.modules()  # the images are read once, here or earlier
     for module, reason in code_map.unreadable:
-        handle = "a root-level image" if module.module_handle is None else (
-            f"module 0x{module.module_handle:x}"
-        )  # fmt: skip
+        handle = _module_name(module)
         found.append(
             Finding(
                 FindingCode.UNREADABLE_IMAGE,
@@ -42,6 +41,15 @@ def dump_findings(core: Coredump, code_map: CodeMap) -> tuple[Finding, ...]:
                 f"partial dump: the relocated image of {handle} is not a readable cubin "
                 f"({reason}); the code of that module is unknown",
                 remedy=_REMEDY,
+            )
+        )
+    for module, reason in code_map.unreadable_lines.items():
+        found.append(
+            Finding(
+                FindingCode.UNREADABLE_IMAGE,
+                Severity.WARNING,
+                f"the debug line info of {_module_name(module)} cannot be decoded ({reason}); "
+                "its inline chains come from nvdisasm alone, without function names",
             )
         )
     found.extend(
@@ -54,3 +62,9 @@ def dump_findings(core: Coredump, code_map: CodeMap) -> tuple[Finding, ...]:
     )
     order = {Severity.ERROR: 0, Severity.WARNING: 1, Severity.INFO: 2}
     return tuple(sorted(found, key=lambda d: order[d.severity]))
+
+
+def _module_name(module: Module) -> str:
+    if module.module_handle is None:
+        return "a root-level image"
+    return f"module 0x{module.module_handle:x}"

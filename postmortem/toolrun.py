@@ -16,6 +16,7 @@ import selectors
 import signal
 import subprocess
 import tempfile
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -55,6 +56,7 @@ def run_tool(
     cwd: str | os.PathLike[str] | None = None,
     merge_stderr: bool = False,
     max_output_bytes: int = MAX_OUTPUT_BYTES,
+    cancel: threading.Event | None = None,
 ) -> ToolRun:
     """Runs one external tool to completion and returns what it printed.
 
@@ -70,19 +72,22 @@ def run_tool(
             messages stay in order with the output around them.
         max_output_bytes: The most bytes read from stdout, and from stderr; a tool that
             prints more is killed (with its process group).
+        cancel: Set from another thread to kill the tool (and its group) early; a tool
+            started in its own session does not see the user's Ctrl-C.
 
     Returns:
         The tool's output, exit status and run time.
 
     Raises:
         ToolNotFound: The program could not be started (missing, not executable).
-        ToolFailed: It did not finish within `timeout` (returncode None), or printed more
-            than `max_output_bytes` on one stream (returncode: the killing signal, negated).
+        ToolFailed: It did not finish within `timeout`, or was cancelled (returncode None), or
+            printed more than `max_output_bytes` on one stream (returncode: the killing
+            signal, negated).
     """
     args = tuple(os.fspath(a) for a in argv)
     tool = Path(args[0]).name if args else "?"
     started = time.monotonic()
-    limits = _Limits(timeout, max_output_bytes)
+    limits = _Limits(timeout, max_output_bytes, cancel)
     with tempfile.TemporaryDirectory(prefix="postmortem-tool-") as scratch:
         return _run(args, tool, limits, env, cwd or scratch, merge_stderr, started)
 
@@ -111,12 +116,16 @@ def run_interactive(argv: Sequence[str], *, env: Mapping[str, str] | None = None
 class _Limits:
     timeout: float
     max_output_bytes: int
+    cancel: threading.Event | None = None
 
 
-def _no_core_files() -> None:
+def _no_core_files(pid: int) -> None:
     # A tool that crashes must not leave a core file beside the user's dump: cuda-gdb 11.8
-    # hits an internal error on ABI v8 cubins and aborts (fixtures/dumps/oob_store_v8).
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    # hits an internal error on ABI v8 cubins and aborts (fixtures/dumps/oob_store_v8). Set
+    # on the started tool, not in a preexec_fn, which is unsafe while other threads run (the
+    # cuda-gdb cross-check runs beside nvdisasm).
+    with contextlib.suppress(OSError):
+        resource.prlimit(pid, resource.RLIMIT_CORE, (0, 0))
 
 
 def _run(
@@ -137,8 +146,8 @@ def _run(
             env=None if env is None else dict(env),
             cwd=cwd,
             start_new_session=True,
-            preexec_fn=_no_core_files,
         )
+        _no_core_files(proc.pid)
     except OSError as exc:
         raise ToolNotFound(
             tool,
@@ -147,13 +156,16 @@ def _run(
         ) from exc
     try:
         peak = _Peak(proc.pid)
-        out, err = _collect(proc, started + limits.timeout, limits.max_output_bytes, peak)
+        out, err = _collect(proc, started + limits.timeout, limits, peak)
         proc.wait(timeout=max(0.0, started + limits.timeout - time.monotonic()))
         _close_pipes(proc)
     except subprocess.TimeoutExpired:
         _kill_group(proc)
         detail = f"no result within {limits.timeout:g} s; killed"
         raise ToolFailed(tool, args, None, detail) from None
+    except _Cancelled:
+        _kill_group(proc)
+        raise ToolFailed(tool, args, None, "cancelled; killed") from None
     except _TooMuchOutput as excess:
         _kill_group(proc)
         detail = f"{excess.stream} output exceeds {limits.max_output_bytes} bytes; killed"
@@ -194,6 +206,10 @@ class _Peak:
             pass  # the tool has ended, or this is not Linux
 
 
+class _Cancelled(Exception):
+    pass
+
+
 class _TooMuchOutput(Exception):
     def __init__(self, stream: str) -> None:
         super().__init__(stream)
@@ -201,14 +217,16 @@ class _TooMuchOutput(Exception):
 
 
 def _collect(
-    proc: subprocess.Popen[bytes], deadline: float, cap: int, peak: _Peak
+    proc: subprocess.Popen[bytes], deadline: float, limits: _Limits, peak: _Peak
 ) -> tuple[bytearray, bytearray]:
-    """Read stdout and stderr until both close, each up to `cap` bytes, until `deadline`.
+    """Read stdout and stderr until both close, each up to the cap, until `deadline`.
 
     Raises:
         subprocess.TimeoutExpired: The deadline passed first.
+        _Cancelled: The caller cancelled the run.
         _TooMuchOutput: A stream passed the cap.
     """
+    cap = limits.max_output_bytes
     out, err = bytearray(), bytearray()
     buffers = {"stdout": out, "stderr": err}
     with selectors.DefaultSelector() as selector:
@@ -219,6 +237,8 @@ def _collect(
             left = deadline - time.monotonic()
             if left <= 0:
                 raise subprocess.TimeoutExpired(proc.args, 0)
+            if limits.cancel is not None and limits.cancel.is_set():
+                raise _Cancelled
             peak.sample()
             for key, _ in selector.select(min(left, _SAMPLE_S)):
                 chunk = os.read(key.fd, _CHUNK)

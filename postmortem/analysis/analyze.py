@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -64,21 +65,34 @@ def analyze_dump(path: Path, options: AnalyzeOptions | None = None) -> Analysis:
     """Localize every fault of the dump at `path`, census its warps, cross-check with cuda-gdb."""
     options = options or AnalyzeOptions()
     # cuda-gdb reads the dump on its own: it runs while the native reader and nvdisasm work.
+    # It runs in its own session, out of reach of the user's Ctrl-C: if anything here ends
+    # the analysis early, it is cancelled rather than waited for.
+    cancel = threading.Event()
     with ThreadPoolExecutor(max_workers=1) as pool, open_coredump(path) as core:
-        gdb = pool.submit(_run_gdb, path, options) if options.cuda_gdb else None
-        code_map = CodeMap(core)
-        summary = summarize(core, code_map)
-        sites = localize(core, options.localize, code_map, summary.faults)
-        warps = warp_pcs(core)
-        state = gpu_state(core, code_map, warps)
-        hang = None
-        if options.mode == "hang" or (options.mode == "auto" and not sites):
-            hang = analyze_hang(core, warps, options.localize, code_map)
-        check, note = _second_opinion(core, gdb, summary)
-        sites, check = named_by_gdb(sites, check)
-        builds = build_provenance(code_map, _modules_that_matter(core, code_map, sites, state))
-        # Names read while localizing (a warp's barrier info) may have added findings.
-        summary = replace(summary, findings=dump_findings(core, code_map))
+        gdb = pool.submit(_run_gdb, path, options, cancel) if options.cuda_gdb else None
+        try:
+            return _analyze(path, core, options, gdb)
+        except BaseException:
+            cancel.set()
+            raise
+
+
+def _analyze(
+    path: Path, core: Coredump, options: AnalyzeOptions, gdb: Future[GdbSession | str] | None
+) -> Analysis:
+    code_map = CodeMap(core)
+    summary = summarize(core, code_map)
+    sites = localize(core, options.localize, code_map, summary.faults)
+    warps = warp_pcs(core)
+    state = gpu_state(core, code_map, warps)
+    hang = None
+    if options.mode == "hang" or (options.mode == "auto" and not sites):
+        hang = analyze_hang(core, warps, options.localize, code_map)
+    check, note = _second_opinion(core, gdb, summary)
+    sites, check = named_by_gdb(sites, check)
+    builds = build_provenance(code_map, _modules_that_matter(core, code_map, sites, state))
+    # Names read while localizing (a warp's barrier info) may have added findings.
+    summary = replace(summary, findings=dump_findings(core, code_map))
     return Analysis(
         path, summary, sites, state, hang, check, note, fault_census(sites), builds,
         decide(sites, hang, state), tool_uses(__version__, sites, hang, check, note),
@@ -96,10 +110,12 @@ def _modules_that_matter(
     return [code[0].module for code in codes if code is not None]
 
 
-def _run_gdb(path: Path, options: AnalyzeOptions) -> GdbSession | str:
+def _run_gdb(path: Path, options: AnalyzeOptions, cancel: threading.Event) -> GdbSession | str:
     """cuda-gdb's session on the dump, or why there is none."""
     try:
-        return run_cuda_gdb(path, cuda_gdb=options.cuda_gdb_path, timeout=options.localize.timeout)
+        return run_cuda_gdb(
+            path, cuda_gdb=options.cuda_gdb_path, timeout=options.localize.timeout, cancel=cancel
+        )
     except ToolNotFound as error:
         return f"cuda-gdb not found, so no second opinion; {error.hint}"
     except ToolFailed as error:

@@ -155,7 +155,7 @@ def _localize_site(
         )  # fmt: skip
     if not options.disassemble or function is None or summary is None:
         return _replace(site, diagnoses=tuple(notes))
-    return _disassembled(core, code_map, site, location.section_address, options, notes)
+    return _disassembled(core, code_map, site, location.section_address, options, notes, native)
 
 
 def _build_notes(
@@ -182,7 +182,10 @@ def _disassembled(
     section_address: int,
     options: LocalizeOptions,
     notes: list[Finding],
+    native: NamedChain | None,
 ) -> FaultSite:
+    # `native`: the chain the cubin's own debug info gives (its origin decides how a flat
+    # nvdisasm chain of a -G build is read).
     assert site.function is not None and site.offset is not None
     assert site.module is not None
     result, note = disassemble_function(
@@ -194,7 +197,6 @@ def _disassembled(
     listing = result.listing
     instruction = listing.at(site.offset)
     window = _without_padding(listing.window(site.offset, options.window, options.window), listing)
-    native = NamedChain(site.chain, site.frame_names) if site.chain else None
     named, disagreement = reconcile(native, instruction.inline_chain if instruction else ())
     notes.extend([disagreement] if disagreement else [])
     chain = named.frames

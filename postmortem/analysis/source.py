@@ -7,6 +7,7 @@ rewritten by `--map-path OLD=NEW` prefixes, then looked up under every `--source
 
 from __future__ import annotations
 
+import stat
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -73,7 +74,7 @@ def quote(
     quoted = []
     for frame in chain:
         path = next(
-            (p for p in candidates(frame.file, source_dirs, path_maps) if p.is_file()), None
+            (p for p in candidates(frame.file, source_dirs, path_maps) if _quotable(p)), None
         )
         if path is None:
             quoted.append(QuotedLine(frame, None, None, "file not found"))
@@ -88,6 +89,23 @@ def quote(
         else:
             quoted.append(QuotedLine(frame, path, lines[frame.line - 1][:_MAX_LINE_CHARS], None))
     return tuple(quoted)
+
+
+_MAX_SOURCE_BYTES = 64 << 20
+# File names come from the dump's line table: never quote what is not a source file into a
+# report meant to be shared (/proc/self/environ would hold the user's environment).
+_SYSTEM_TREES = frozenset({"proc", "sys", "dev"})
+
+
+def _quotable(path: Path) -> bool:
+    try:
+        real = path.resolve()
+        info = real.stat()
+    except (OSError, RuntimeError):
+        return False
+    parts = real.parts
+    system = len(parts) > 1 and parts[1] in _SYSTEM_TREES
+    return stat.S_ISREG(info.st_mode) and not system and info.st_size <= _MAX_SOURCE_BYTES
 
 
 def _read_lines(path: Path) -> list[str] | None:

@@ -120,6 +120,10 @@ class _Reader:
         self._code = [s for s in image.sections if s.flags & _SHF_EXECINSTR]
         self._relocations = _relocations(image)
         self._by_offset: dict[int, _Die] = {}
+        self._abbreviations: dict[int, dict[int, tuple[int, bool, list[tuple[int, int, int]]]]] = {}
+        # Attributes of zero width (flag_present, implicit_const) cost no byte of .debug_info:
+        # a budget keeps a hostile one-byte DIE with a long abbreviation from costing hours.
+        self._reads_left = 16 * len(info) + 4096
 
     def functions(self) -> list[_Function]:
         roots: list[_Die] = []
@@ -204,7 +208,11 @@ class _Reader:
         else:  # version, debug_abbrev_offset, address_size
             abbrev_offset, address_size = self._u(pos + 2, size), self._u(pos + 2 + size, 1)
             pos += 3 + size
-        abbrevs = _abbreviations(self._abbrev, abbrev_offset)
+        abbrevs = self._abbreviations.get(abbrev_offset)
+        if abbrevs is None:  # units share their table: read it once
+            abbrevs = self._abbreviations[abbrev_offset] = _abbreviations(
+                self._abbrev, abbrev_offset
+            )
         stack: list[_Die] = []
         while pos < end:
             die_offset = pos
@@ -237,6 +245,9 @@ class _Reader:
         constant: int,
     ) -> tuple[int | str, int]:  # fmt: skip
         data = self._info
+        self._reads_left -= 1
+        if self._reads_left < 0:
+            raise MalformedElf(".debug_info", "more attributes than its bytes can hold")
         if form == _FORM_INDIRECT:
             form, pos = _uleb(data, pos, end)
         if form == _FORM_IMPLICIT_CONST:
@@ -247,7 +258,7 @@ class _Reader:
             stop = data.find(b"\0", pos, end)
             if stop < 0:
                 raise MalformedElf(".debug_info", f"a string at {pos} runs past the unit")
-            return data[pos:stop].decode("utf-8", "surrogateescape"), stop + 1
+            return data[pos:stop].decode("utf-8", "replace"), stop + 1
         if form in _OFFSET_FORMS:
             value = self._u(pos, size, end)
             if form == 0x0E:  # DW_FORM_strp
@@ -366,4 +377,4 @@ def _string_at(table: bytes, offset: int) -> str:
     if not 0 <= offset < len(table):
         raise MalformedElf(".debug_str", f"a name at offset {offset} is outside the table")
     end = table.find(b"\0", offset)
-    return table[offset : end if end >= 0 else len(table)].decode("utf-8", "surrogateescape")
+    return table[offset : end if end >= 0 else len(table)].decode("utf-8", "replace")

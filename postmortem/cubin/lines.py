@@ -279,7 +279,12 @@ class _Unit:
 
     def _formats_and_count(self) -> Iterator[list[tuple[int, int]]]:
         formats = [(self._uleb(), self._uleb()) for _ in range(self._byte())]
-        for _ in range(self._uleb()):
+        count = self._uleb()
+        # Each entry takes at least a byte, unless it has no fields: a count the header's
+        # bytes cannot hold is a lie (and, with no fields, an endless loop).
+        if count and (not formats or count > self._program - self._pos):
+            raise MalformedElf(".debug_line", f"{count} entries cannot fit the header")
+        for _ in range(count):
             yield formats
 
     def _entry(self, formats: list[tuple[int, int]]) -> tuple[str, int | str | None]:
@@ -438,7 +443,7 @@ class _Unit:
         end = self._data.find(b"\0", self._pos, self.end)
         if end < 0:
             raise MalformedElf(".debug_line", f"a string at {self._pos} runs past the unit")
-        text = self._data[self._pos : end].decode("utf-8", "surrogateescape")
+        text = self._data[self._pos : end].decode("utf-8", "replace")
         self._pos = end + 1
         return text
 
@@ -502,4 +507,4 @@ def _string_at(table: bytes, offset: int) -> str:
     if not 0 <= offset < len(table):
         raise MalformedElf(".debug_str", f"a name at offset {offset} is outside the table")
     end = table.find(b"\0", offset)
-    return table[offset : end if end >= 0 else len(table)].decode("utf-8", "surrogateescape")
+    return table[offset : end if end >= 0 else len(table)].decode("utf-8", "replace")

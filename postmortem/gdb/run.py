@@ -26,6 +26,7 @@ import os
 import shlex
 import sys
 import tempfile
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -85,6 +86,7 @@ def run_cuda_gdb(
     *,
     cuda_gdb: str | os.PathLike[str] | None = None,
     timeout: float = 60.0,
+    cancel: threading.Event | None = None,
 ) -> GdbSession:
     """Opens a GPU coredump in cuda-gdb and runs `commands` on it.
 
@@ -93,6 +95,7 @@ def run_cuda_gdb(
         commands: gdb commands; each runs even if one before it fails.
         cuda_gdb: The cuda-gdb to use; found with `find_tool` when None.
         timeout: Seconds each cuda-gdb run may take.
+        cancel: Set from another thread to kill cuda-gdb early (`ToolFailed`).
 
     Returns:
         The per-command outputs, the banner and the diagnoses.
@@ -112,7 +115,7 @@ def run_cuda_gdb(
     runs: list[ToolRun] = []
     diagnoses: tuple[Finding, ...] = ()
     if known is None:
-        runs.append(_run(exe, core, commands, env, timeout, data_directory=None))
+        runs.append(_run(exe, core, commands, env, timeout, data_directory=None, cancel=cancel))
         diagnoses = diagnose(strip_markers(runs[0].stdout))
         known = next((d for d in diagnoses if d.code is _RETRY_CODE), None)
         if known is not None:
@@ -121,7 +124,9 @@ def run_cuda_gdb(
         diagnoses = (known,)  # said as if the first run had shown it: reports stay the same
     if known is not None:
         with tempfile.TemporaryDirectory(prefix="postmortem-gdb-data-") as empty:
-            runs.append(_run(exe, core, commands, env, timeout, data_directory=empty))
+            runs.append(
+                _run(exe, core, commands, env, timeout, data_directory=empty, cancel=cancel)
+            )
         diagnoses += tuple(
             d for d in diagnose(strip_markers(runs[-1].stdout)) if d not in diagnoses
         )
@@ -138,9 +143,10 @@ def _run(
     timeout: float,
     *,
     data_directory: str | None,
+    cancel: threading.Event | None = None,
 ) -> ToolRun:
     argv = build_cuda_gdb_argv(exe, core, commands, data_directory=data_directory)
-    return run_tool(argv, timeout=timeout, env=env, merge_stderr=True)
+    return run_tool(argv, timeout=timeout, env=env, merge_stderr=True, cancel=cancel)
 
 
 def _session(

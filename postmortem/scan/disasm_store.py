@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import replace
 from pathlib import Path
 
 from postmortem.cubin.nvdisasm import Disassembly
@@ -31,7 +32,8 @@ class ScanDisassemblyStore:
             found = self._read(self._directory / f"{key}.json")
             if found is not None:
                 self._remember(key, found)
-        return found
+        # A listing found here took no nvdisasm run for this dump.
+        return None if found is None else replace(found, seconds=0.0)
 
     def put(self, key: str, stdout: str, result: Disassembly) -> None:
         self._remember(key, result)

@@ -69,3 +69,31 @@ def test_a_bad_setting_is_one_error_naming_the_file(homes, text, message):
         load_settings(project)
     assert str(user) in str(raised.value)
     assert raised.value.exit_status == ExitStatus.BAD_INPUT
+
+
+@pytest.mark.parametrize(
+    "text",
+    ['[project\nname = "x"\n', 'tool = "x"\n', "[tool]\npostmortem = 3\n"],
+    ids=["not-toml", "tool-not-a-table", "setting-not-a-table"],
+)
+def test_another_tool_s_broken_pyproject_is_not_ours_to_refuse(homes, text):
+    _, project = homes
+    _write(project / "pyproject.toml", text)
+    if "postmortem" in text:
+        with pytest.raises(ConfigError, match="not a table"):
+            load_settings(project)
+    else:
+        assert load_settings(project) == Settings()
+
+
+def test_a_broken_pyproject_that_names_our_table_is_refused(homes):
+    _, project = homes
+    _write(project / "pyproject.toml", "[tool.postmortem]\nsource-dirs = [\n")
+    with pytest.raises(ConfigError, match="not TOML"):
+        load_settings(project)
+
+
+def test_a_pyproject_that_is_not_utf8_is_ignored(homes):
+    _, project = homes
+    (project / "pyproject.toml").write_bytes(b'[project]\nname = "\xff"\n')
+    assert load_settings(project) == Settings()

@@ -220,3 +220,13 @@ def test_mutants_of_a_real_line_program_raise_nothing_but_malformed_elf():
         for section in table.sections:
             for offset in range(0, 0x900, 0x40):
                 assert len(table.chain(section, offset)) <= 256
+
+
+def test_a_dwarf_5_table_of_fieldless_entries_is_refused_at_once():
+    # A directory format with no fields and a count of 2^63: nothing to read per entry.
+    lengths = bytes([0, 1, 1, 1, 1, 0, 0, 0, 1, 0, 0, 1])
+    header = bytes([1, 1, 1]) + struct.pack("<b", -5) + bytes([14, 13]) + lengths
+    header += b"\x00" + uleb(1 << 63 - 1)
+    body = struct.pack("<HBB", 5, 8, 0) + struct.pack("<I", len(header)) + header
+    with pytest.raises(MalformedElf, match="cannot fit the header"):
+        decode_line_program(struct.pack("<I", len(body)) + body)

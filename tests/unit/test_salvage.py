@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from postmortem import open_coredump
+from postmortem.analysis.fault import LocalizeOptions, localize
 from postmortem.codemap import CodeMap
+from postmortem.cubin.elfimage import ElfImage
 from postmortem.findings import FindingCode, Severity
 from postmortem.salvage import dump_findings
 from tests.tinydump import (
@@ -16,6 +18,7 @@ from tests.tinydump import (
     ModuleSpec,
     WarpSpec,
     patch_section,
+    relocated,
     write_tiny_dump,
 )
 
@@ -79,3 +82,22 @@ def test_a_root_level_image_is_information_listed_after_warnings(tmp_path):
         (FindingCode.ROOT_LEVEL_IMAGE, Severity.INFO),
     ]
     assert findings[1].remedy is None
+
+
+def test_line_info_that_cannot_be_decoded_is_a_warning_and_the_chain_is_left_out(tmp_path):
+    # GIVEN a module whose relocated image has a .debug_line unit longer than its section
+    image = bytearray(relocated(ModuleSpec("oob_store")).data)
+    section = ElfImage(bytes(image)).find_section(".debug_line")
+    assert section is not None
+    image[section.offset : section.offset + 4] = (0x7FFFFFF0).to_bytes(4, "little")
+    path = _dump(tmp_path, ModuleSpec("oob_store", image=bytes(image)))
+    # WHEN the fault is localized (no tool) and the dump's findings are read
+    with open_coredump(path) as core:
+        code_map = CodeMap(core)
+        (site,) = localize(core, LocalizeOptions(disassemble=False), code_map)
+        findings = dump_findings(core, code_map)
+    # THEN the site has no chain rather than a wrong one, and a warning says why
+    assert site.chain == () and site.function is not None
+    (warning,) = [f for f in findings if "debug line info" in f.message]
+    assert warning.code is FindingCode.UNREADABLE_IMAGE and warning.severity is Severity.WARNING
+    assert "runs past the section" in warning.message

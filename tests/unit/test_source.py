@@ -65,3 +65,13 @@ def test_a_path_map_matches_whole_path_components_only():
     assert Path("/home/me/k.cu") in candidates("/build/ci/k.cu", [], maps)
     assert candidates("/build/ci2/k.cu", [], maps) == [Path("/build/ci2/k.cu")]
     assert Path("/home/me/k.cu") in candidates("/build/k.cu", [], [PathMap("/build/", "/home/me/")])
+
+
+def test_a_line_table_naming_a_system_file_is_never_quoted(tmp_path):
+    # A hostile line table may name /proc/self/environ: a shared report must not quote it.
+    (quoted,) = quote([SourceFrame("/proc/self/environ", 1)], [], [])
+    assert quoted.text is None and quoted.reason == "file not found"
+    link = tmp_path / "k.cu"
+    link.symlink_to("/proc/self/status")
+    (through_link,) = quote([SourceFrame(str(link), 1)], [], [])
+    assert through_link.text is None

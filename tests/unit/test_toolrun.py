@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -107,3 +108,33 @@ def test_a_tool_s_peak_memory_is_its_own():
 def test_an_exit_status_and_a_signal_still_come_back():
     assert run_tool(["sh", "-c", "exit 7"], timeout=30).returncode == 7
     assert run_tool(["sh", "-c", "kill -TERM $$"], timeout=30).returncode == -15
+
+
+def test_a_cancelled_tool_is_killed_with_its_group_at_once(tmp_path):
+    # GIVEN a tool that would run for a minute, its child beside it
+    pidfile = tmp_path / "child.pid"
+    script = tmp_path / "slow"
+    script.write_text(f"#!/bin/sh\nsleep 60 &\necho $! > {pidfile}\nwait\n")
+    script.chmod(0o755)
+    cancel = threading.Event()
+    threading.Timer(0.3, cancel.set).start()
+    # WHEN another thread cancels it
+    started = time.monotonic()
+    with pytest.raises(ToolFailed, match="cancelled") as raised:
+        run_tool([script], timeout=60, cancel=cancel)
+    # THEN it ends within a moment, not at its timeout, and nothing of it is left running
+    assert time.monotonic() - started < 10 and raised.value.returncode is None
+    child = int(pidfile.read_text())
+    deadline = time.monotonic() + 5
+    while _running(child) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _running(child)
+
+
+def _running(pid: int) -> bool:
+    # A killed child not yet reaped by its new parent is a zombie ("Z"): not running.
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().split()[2]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"
