@@ -87,6 +87,13 @@ def load_settings(cwd: Path | None = None) -> Settings:
     return Settings(**settings, files=tuple(path for path, _ in found))
 
 
+def cache_folder() -> Path:
+    """Where postmortem keeps what it may rebuild: ``$XDG_CACHE_HOME/postmortem`` (``~/.cache``
+    when the variable is unset). The scan cache, compiled templates and the cuda-gdb memo."""
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "postmortem"
+
+
 def _user_file() -> Path:
     base = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
     return Path(base) / "postmortem" / "postmortem.toml"

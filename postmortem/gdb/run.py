@@ -31,6 +31,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from postmortem.config import cache_folder
 from postmortem.errors import ToolFailed, ToolNotFound, UnreadableFile
 from postmortem.findings import Finding, FindingCode, Severity
 from postmortem.gdb.command import (
@@ -182,8 +183,7 @@ class _DataDirectoryMemo:
     """
 
     def __init__(self, exe: Path) -> None:
-        base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-        self._path = Path(base) / "postmortem" / "cuda-gdb-data-directory.json"
+        self._path = cache_folder() / "cuda-gdb-data-directory.json"
         try:
             info = exe.stat()
             self._key: str | None = f"{exe.resolve()}|{info.st_size}|{info.st_mtime_ns}"

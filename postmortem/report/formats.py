@@ -12,8 +12,6 @@ ANALYZE_FORMATS = ("text", "md", "html", "json")
 """What `analyze` (and a scan's per-dump reports) can write."""
 SCAN_FORMATS = ("text", "md", "html", "json")
 """What `scan` can write its index as (json: JSON lines)."""
-INFO_FORMATS = ("text", "json")
-EXTRACT_FORMATS = ("text", "json")
 
 _BY_SUFFIX = {
     ".html": "html", ".htm": "html", ".md": "md", ".markdown": "md", ".json": "json",

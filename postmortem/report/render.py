@@ -18,7 +18,6 @@ from __future__ import annotations
 import contextlib
 import html
 import json
-import os
 import re
 from functools import cache
 from pathlib import Path
@@ -28,6 +27,7 @@ import jinja2
 import jinja2.bccache
 
 from postmortem._version import __version__
+from postmortem.config import cache_folder
 from postmortem.demangle import collapse_templates, demangle
 from postmortem.report.textsafe import escape_controls
 
@@ -152,8 +152,7 @@ class _QuietBytecodeCache(jinja2.FileSystemBytecodeCache):
 
 def _bytecode_cache() -> jinja2.BytecodeCache | None:
     # Per version of postmortem (and of Python, through jinja's own key): templates change.
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    folder = Path(base) / "postmortem" / f"templates-{__version__}"
+    folder = cache_folder() / f"templates-{__version__}"
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError:

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
+from postmortem.config import cache_folder
 from postmortem.errors import ScanCacheError
 from postmortem.scan.row import DumpRow, row_from_dict, row_to_dict
 
@@ -65,8 +66,7 @@ def _key(path: str) -> bytes:
 
 def default_cache_path() -> Path:
     """``$XDG_CACHE_HOME/postmortem/scan-vN.sqlite`` (``~/.cache`` when the variable is unset)."""
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "postmortem" / f"scan-v{_SCHEMA}.sqlite"
+    return cache_folder() / f"scan-v{_SCHEMA}.sqlite"
 
 
 class ScanCache:

@@ -89,3 +89,11 @@ def test_a_cache_that_cannot_be_written_costs_nothing_but_time(tmp_path):
     blocked.write_text("not a folder")
     result = _render_in_a_process(str(blocked))
     assert result.returncode == 0 and result.stdout.endswith("ok\n"), result.stderr
+
+
+def test_the_command_line_offers_the_formats_the_renderer_has():
+    # The command line lists them without importing jinja2 (report/formats.py).
+    from postmortem.report.formats import ANALYZE_FORMATS, SCAN_FORMATS
+
+    assert set(ANALYZE_FORMATS) == set(formats("analyze"))
+    assert set(SCAN_FORMATS) == set(formats("scan"))
