@@ -9,7 +9,9 @@ a handle of 0, or a root-level image with no handle at all, are told apart.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
 from postmortem.coredump.faults import read_faults
 from postmortem.coredump.reader import Coredump
@@ -22,6 +24,8 @@ from postmortem.errors import MalformedElf, NvInfoError
 from postmortem.model import CodeLocation, Fault, Module
 
 __all__ = ["CodeMap", "LoadedModule", "find_faults"]
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +50,7 @@ class CodeMap:
         self._toolkits: dict[Module, ToolkitInfo | None] = {}
         self._line_tables: dict[Module, LineTable | None] = {}
         self._inline_trees: dict[Module, InlineTree | None] = {}
+        self._elf_images: dict[Module, ElfImage | None] = {}
         self.unreadable_lines: dict[Module, str] = {}
         """Modules whose `.debug_line` could not be decoded, and why."""
         self.unreadable: list[tuple[Module, str]] = []
@@ -102,25 +107,27 @@ class CodeMap:
         """The module's decoded `.debug_line` (with NVIDIA's inline contexts), read once;
         None without line info, or when it cannot be decoded (`unreadable_lines` says why)."""
         if module not in self._line_tables:
-            image = self.image_bytes(module)
-            try:
-                self._line_tables[module] = read_line_table(ElfImage(image)) if image else None
-            except MalformedElf as error:
-                self._line_tables[module] = None
-                self.unreadable_lines[module] = str(error)
+            self._line_tables[module] = self._debug(module, read_line_table)
         return self._line_tables[module]
 
     def inline_tree(self, module: Module) -> InlineTree | None:
         """The inlined calls of the module's `.debug_info` (a `-G` build), read once; None
         without them, or when they cannot be read (`unreadable_lines` says why)."""
         if module not in self._inline_trees:
-            image = self.image_bytes(module)
-            try:
-                self._inline_trees[module] = read_inline_tree(ElfImage(image)) if image else None
-            except MalformedElf as error:
-                self._inline_trees[module] = None
-                self.unreadable_lines.setdefault(module, str(error))
+            self._inline_trees[module] = self._debug(module, read_inline_tree)
         return self._inline_trees[module]
+
+    def _debug(self, module: Module, read: Callable[[ElfImage], T | None]) -> T | None:
+        # One ElfImage of the image serves the line table and the inline tree.
+        try:
+            if module not in self._elf_images:
+                image = self.image_bytes(module)
+                self._elf_images[module] = ElfImage(image) if image else None
+            elf = self._elf_images[module]
+            return read(elf) if elf is not None else None
+        except MalformedElf as error:
+            self.unreadable_lines.setdefault(module, str(error))
+            return None
 
     def locate(self, device_index: int, pc: int | None) -> CodeLocation | None:
         """The executable section (and its function) holding `pc` on a device; a root-level

@@ -18,9 +18,9 @@ its section, or a form this reader does not know, raises `MalformedElf`.
 
 from __future__ import annotations
 
-import struct
 from dataclasses import dataclass, field
 
+from postmortem.cubin.debugrefs import code_relocations, code_sections, string_at
 from postmortem.cubin.elfimage import ElfImage
 from postmortem.errors import MalformedElf
 
@@ -41,7 +41,6 @@ _LEB_FORMS = {0x0F, 0x0D, 0x15, 0x1A, 0x1B, 0x22, 0x23}  # udata, sdata, ref_uda
 _BLOCK_FORMS = {0x0A: 1, 0x03: 2, 0x04: 4, 0x09: -1, 0x18: -1}  # block1/2/4, block, exprloc
 _KEPT = frozenset({_AT_LOW_PC, _AT_HIGH_PC, _AT_CALL_FILE, _AT_CALL_LINE, _AT_NAME,
                    _AT_ABSTRACT_ORIGIN, _AT_SPECIFICATION, *_AT_LINKAGE_NAMES})  # fmt: skip
-_SHF_EXECINSTR = 0x4
 _MAX_DEPTH = 256
 
 
@@ -117,8 +116,8 @@ class _Reader:
     def __init__(self, image: ElfImage, info: bytes, abbrev: bytes) -> None:
         self._info, self._abbrev = info, abbrev
         self._strings = image.section_data(".debug_str") or b""
-        self._code = [s for s in image.sections if s.flags & _SHF_EXECINSTR]
-        self._relocations = _relocations(image)
+        self._code = code_sections(image)
+        self._relocations = code_relocations(image, ".rela.debug_info")
         self._by_offset: dict[int, _Die] = {}
         self._abbreviations: dict[int, dict[int, tuple[int, bool, list[tuple[int, int, int]]]]] = {}
         # Attributes of zero width (flag_present, implicit_const) cost no byte of .debug_info:
@@ -262,7 +261,7 @@ class _Reader:
         if form in _OFFSET_FORMS:
             value = self._u(pos, size, end)
             if form == 0x0E:  # DW_FORM_strp
-                return _string_at(self._strings, value), pos + size
+                return string_at(self._strings, value), pos + size
             return value, pos + size
         if form in _FIXED:
             width = _FIXED[form]
@@ -323,27 +322,6 @@ def _abbreviations(
     raise MalformedElf(".debug_abbrev", f"the table at {start} runs past the section")
 
 
-def _relocations(image: ElfImage) -> dict[int, tuple[int, int]]:
-    data = (
-        image.section_data(".rela.debug_info") if image.find_section(".rela.debug_info") else None
-    )
-    if not data:
-        return {}
-    symbols = {s.index: s for s in image.symbols()}
-    sections = {s.index: s for s in image.sections}
-    found = {}
-    for r_offset, r_info, r_addend in struct.iter_unpack("<QQq", data[: len(data) // 24 * 24]):
-        symbol = symbols.get(r_info >> 32)
-        section = sections.get(symbol.shndx) if symbol else None
-        if symbol is None or section is None or not section.flags & _SHF_EXECINSTR:
-            continue
-        value = symbol.value
-        if section.addr and value >= section.addr:
-            value -= section.addr
-        found[r_offset] = (section.index, value + r_addend)
-    return found
-
-
 def _number(value: int | str | None, default: int = 0) -> int:
     # An attribute of an unexpected form (a string where a number belongs) counts as absent.
     return value if isinstance(value, int) else default
@@ -371,10 +349,3 @@ def _uleb(data: bytes, pos: int, end: int) -> tuple[int, int]:
         shift += 7
         if shift > 63:
             raise MalformedElf(".debug_info", f"a LEB128 number at {pos} is too long")
-
-
-def _string_at(table: bytes, offset: int) -> str:
-    if not 0 <= offset < len(table):
-        raise MalformedElf(".debug_str", f"a name at offset {offset} is outside the table")
-    end = table.find(b"\0", offset)
-    return table[offset : end if end >= 0 else len(table)].decode("utf-8", "replace")

@@ -38,6 +38,7 @@ from bisect import bisect_right
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
+from postmortem.cubin.debugrefs import code_relocations, code_sections, string_at
 from postmortem.cubin.elfimage import ElfImage
 from postmortem.errors import MalformedElf
 
@@ -51,8 +52,6 @@ _DW_LNE_END_SEQUENCE = 0x01
 _DW_LNE_SET_ADDRESS = 0x02
 _DW_LNE_DEFINE_FILE = 0x03
 _DW_LNE_NV_INLINE_CONTEXT = 0x90  # inferred; see the module docstring
-_SHF_EXECINSTR = 0x4
-_R_CUDA_64 = 2  # the relocation type ptxas uses for DW_LNE_set_address
 _MAX_CHAIN = 256  # deeper than any real inlining; stops a context cycle in a hostile table
 
 
@@ -187,23 +186,8 @@ class _Places:
     """
 
     def __init__(self, image: ElfImage) -> None:
-        self._code = [s for s in image.sections if s.flags & _SHF_EXECINSTR]
-        self._relocations: dict[int, tuple[int, int]] = {}
-        relocations = image.find_section(".rela.debug_line")
-        data = image.section_data(".rela.debug_line") if relocations else None
-        if data:
-            symbols = {s.index: s for s in image.symbols()}
-            sections = {s.index: s for s in image.sections}
-            whole = data[: len(data) // 24 * 24]
-            for r_offset, r_info, r_addend in struct.iter_unpack("<QQq", whole):
-                symbol = symbols.get(r_info >> 32)
-                section = sections.get(symbol.shndx) if symbol else None
-                if symbol is None or section is None or r_info & 0xFFFFFFFF != _R_CUDA_64:
-                    continue
-                value = symbol.value
-                if section.addr and value >= section.addr:
-                    value -= section.addr  # a relocated image's symbols are load addresses
-                self._relocations[r_offset] = (section.index, value + r_addend)
+        self._code = code_sections(image)
+        self._relocations = code_relocations(image, ".rela.debug_line")
 
     def place(self, operand_offset: int, value: int) -> tuple[int, int] | None:
         found = self._relocations.get(operand_offset)
@@ -302,7 +286,7 @@ class _Unit:
             return self._cstring()
         if form in (0x0E, 0x1F):  # DW_FORM_strp, DW_FORM_line_strp
             table = self._strings if form == 0x0E else self._line_strings
-            return _string_at(table, self._offset())
+            return string_at(table, self._offset())
         if form == 0x0F:  # DW_FORM_udata
             return self._uleb()
         sizes = {0x0B: 1, 0x05: 2, 0x06: 4, 0x07: 8, 0x1E: 16}
@@ -358,7 +342,7 @@ class _Unit:
             inlined_at, function = self._uleb(), self._uleb()
             state.inlined_at = inlined_at - 1 if inlined_at else None
             named = inlined_at or function
-            state.function = _string_at(self._strings, function) if named else None
+            state.function = string_at(self._strings, function) if named else None
             state.fresh = True
         self._pos = end
         return finished
@@ -501,10 +485,3 @@ def _join(directories: list[str], index: int, name: str) -> str:
     # (the compilation directory, unrecorded) adds nothing.
     directory = directories[index] if 0 <= index < len(directories) else ""
     return f"{directory}/{name}" if directory and not name.startswith("/") else name
-
-
-def _string_at(table: bytes, offset: int) -> str:
-    if not 0 <= offset < len(table):
-        raise MalformedElf(".debug_str", f"a name at offset {offset} is outside the table")
-    end = table.find(b"\0", offset)
-    return table[offset : end if end >= 0 else len(table)].decode("utf-8", "replace")
