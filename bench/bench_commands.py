@@ -7,12 +7,17 @@ wait4) over --repeat runs, on a small fixture dump and on a full-H100-shaped one
 64 warps x 32 lanes = 270,336 lanes, r400 rows so that cuda-gdb 11.8 reads it) that
 fixtures/builder/large.py writes into a temporary folder.
 
+The package's bytecode is compiled first (into its __pycache__ folders, whatever
+PYTHONDONTWRITEBYTECODE says), as `pip install` does: otherwise every run would pay for
+compiling the modules it imports, which no installed copy does.
+
     python bench/bench_commands.py [--repeat R] [--lanes N]
 """
 
 from __future__ import annotations
 
 import argparse
+import compileall
 import os
 import shutil
 import statistics
@@ -72,6 +77,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--lanes", type=int, default=270_336)
     args = parser.parse_args()
+    compileall.compile_dir(ROOT / "postmortem", quiet=1)
     # The first analyze with cuda-gdb may learn that it needs an empty data directory.
     run([*POSTMORTEM, "analyze", str(SMALL)])
     table("small dump", ROOT / SMALL, args.repeat)

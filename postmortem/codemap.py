@@ -11,17 +11,22 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from postmortem.coredump.faults import read_faults
 from postmortem.coredump.reader import Coredump
-from postmortem.cubin.dwarfinfo import InlineTree, read_inline_tree
 from postmortem.cubin.elfimage import ElfImage
 from postmortem.cubin.inspect import CubinSummary, summarize_cubin
-from postmortem.cubin.lines import LineTable, read_line_table
-from postmortem.cubin.nvinfo import ToolkitInfo, read_toolkit_info
 from postmortem.errors import MalformedElf, NvInfoError
 from postmortem.model import CodeLocation, Fault, Module
+
+if TYPE_CHECKING:
+    from postmortem.cubin.dwarfinfo import InlineTree
+    from postmortem.cubin.lines import LineTable
+    from postmortem.cubin.nvinfo import ToolkitInfo
+
+# The decoders of notes, line tables and .debug_info are imported where they are used:
+# `info` and a scan's first look need none of them (they are a fifth of `info`'s start-up).
 
 __all__ = ["CodeMap", "LoadedModule", "find_faults"]
 
@@ -96,6 +101,8 @@ class CodeMap:
         """How the module's image was built (its tkinfo/cuinfo notes), read once; None when
         it has none or they cannot be read."""
         if module not in self._toolkits:
+            from postmortem.cubin.nvinfo import read_toolkit_info
+
             image = self.image_bytes(module)
             try:
                 self._toolkits[module] = read_toolkit_info(image) if image else None
@@ -107,6 +114,8 @@ class CodeMap:
         """The module's decoded `.debug_line` (with NVIDIA's inline contexts), read once;
         None without line info, or when it cannot be decoded (`unreadable_lines` says why)."""
         if module not in self._line_tables:
+            from postmortem.cubin.lines import read_line_table
+
             self._line_tables[module] = self._debug(module, read_line_table)
         return self._line_tables[module]
 
@@ -114,6 +123,8 @@ class CodeMap:
         """The inlined calls of the module's `.debug_info` (a `-G` build), read once; None
         without them, or when they cannot be read (`unreadable_lines` says why)."""
         if module not in self._inline_trees:
+            from postmortem.cubin.dwarfinfo import read_inline_tree
+
             self._inline_trees[module] = self._debug(module, read_inline_tree)
         return self._inline_trees[module]
 

@@ -22,11 +22,6 @@ from typing import Any
 
 from postmortem.errors import ConfigError
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - Python 3.10
-    import tomli as tomllib  # type: ignore[import-not-found, unused-ignore]
-
 _LISTS = ("source-dirs", "map-paths")
 _PATHS = ("nvdisasm", "cuda-gdb", "rules")
 _KEYS = frozenset((*_LISTS, *_PATHS))
@@ -129,6 +124,11 @@ def _project_table(path: Path) -> Any:
 
 
 def _read(path: Path) -> dict[str, Any]:
+    # Imported here: most runs find no settings file and never parse TOML.
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover - Python 3.10
+        import tomli as tomllib  # type: ignore[import-not-found, unused-ignore]
     try:
         with path.open("rb") as file:
             data: dict[str, Any] = tomllib.load(file)
