@@ -38,7 +38,8 @@ pip_install() {
 }
 pip_install --upgrade pip
 if [ "${1:-}" = test ]; then
-    pip_install -e ".[tools,dev,fixtures]"
+    # dask and sentry: the optional extras, tested like the rest.
+    pip_install -e ".[tools,dev,fixtures,dask,sentry]"
     if ! command -v cuda-gdb >/dev/null 2>&1; then
         # Debian ships cuda-gdb 11.8 as nvidia-cuda-gdb in non-free.
         for f in /etc/apt/sources.list.d/debian.sources; do

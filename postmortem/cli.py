@@ -15,7 +15,7 @@ import sys
 import traceback
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import click
 
@@ -25,6 +25,7 @@ from postmortem.report.formats import ANALYZE_FORMATS, SCAN_FORMATS, format_of
 from postmortem.report.textsafe import escape_controls
 
 if TYPE_CHECKING:
+    from postmortem.analysis.analyze import AnalyzeOptions
     from postmortem.analysis.source import PathMap
     from postmortem.commands import ToolSettings
 
@@ -79,6 +80,11 @@ def _path_maps(
 
 
 _debug_option = click.option("--debug", is_flag=True, help="Show the traceback of an error.")
+_sentry_option = click.option(
+    "--sentry-dsn", metavar="DSN", envvar="POSTMORTEM_SENTRY_DSN",
+    help="Send one event per dump to this Sentry project, grouped by crash signature, with the "
+    "Markdown report attached (needs postmortem[sentry]; default: $POSTMORTEM_SENTRY_DSN).",
+)  # fmt: skip
 
 
 def _map_path_option(help_text: str) -> Callable[[F], F]:
@@ -146,12 +152,57 @@ def main(ctx: click.Context) -> None:
     ctx.default_map = _run(False, load_settings).defaults()
 
 
-_core_argument = click.argument("core", type=click.Path(path_type=Path))
+_STORAGE = "postmortem.storage_options"
+
+
+def _keep_storage_options(ctx: click.Context, _: click.Parameter, pairs: tuple[str, ...]) -> None:
+    from postmortem.urls import parse_storage_options
+
+    try:
+        ctx.meta[_STORAGE] = parse_storage_options(pairs)
+    except PostmortemError as error:
+        raise click.BadParameter(str(error)) from None
+
+
+# Eager, so that the options are known before the dumps' URLs are converted below.
+_storage_option = click.option(
+    "--storage-option", multiple=True, metavar="KEY=VALUE", is_eager=True, expose_value=False,
+    callback=_keep_storage_options,
+    help="An fsspec option for dumps given by URL (repeatable), e.g. endpoint_url=http://….",
+)  # fmt: skip
+
+
+def _dump_paths(ctx: click.Context, _: click.Parameter, value: Any) -> Any:
+    """A dump's path, or its URL in an object store (`s3://bucket/core.nvcudmp`); a tuple
+    of them for an argument that takes several."""
+    from postmortem.urls import DumpUrl, as_dump_path, use_storage_options
+
+    if value is None:
+        return None
+    paths = [as_dump_path(v) for v in (value if isinstance(value, tuple) else (value,))]
+    protocols = [p.protocol for p in paths if isinstance(p, DumpUrl)]
+    use_storage_options(protocols, ctx.meta.get(_STORAGE, {}))
+    return tuple(paths) if isinstance(value, tuple) else paths[0]
+
+
+_core_argument = click.argument("core", callback=_dump_paths)
+
+
+def _scan_roots(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
+    from postmortem.urls import DumpUrl
+
+    roots = _dump_paths(ctx, param, value)
+    for root in roots:
+        if not isinstance(root, DumpUrl) and not os.path.exists(root):
+            raise click.BadParameter(f"Path '{root}' does not exist.", ctx, param)
+    return roots
 
 
 def _check_core(core: Path, debug: bool) -> None:
+    from postmortem.urls import DumpUrl
+
     # A folder is a scan's job; say so in one line rather than click's usage block.
-    if core.is_dir():
+    if not isinstance(core, DumpUrl) and core.is_dir():
         _run(debug, _raise(BadOption("CORE", f"{core} is a folder: use `postmortem scan {core}`")))
 
 
@@ -164,6 +215,7 @@ def _raise(error: PostmortemError) -> Callable[[], None]:
 
 @main.command()
 @_core_argument
+@_storage_option
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
 @_debug_option
 def info(core: Path, as_json: bool, debug: bool) -> None:
@@ -178,7 +230,8 @@ def info(core: Path, as_json: bool, debug: bool) -> None:
 
 
 @main.command()
-@_core_argument
+@click.argument("cores", nargs=-1, required=True, metavar="CORE...", callback=_dump_paths)
+@_storage_option
 @click.option(
     "--format",
     "fmt",
@@ -240,9 +293,15 @@ def info(core: Path, as_json: bool, debug: bool) -> None:
     is_flag=True,
     help="List every faulting lane's address (else the first 8 in text, 32 in md, 1024 in html).",
 )
+@click.option(
+    "--host-log", "host_logs", multiple=True, metavar="FILE", type=click.Path(path_type=Path),
+    help="What the host printed around the crash (a server's stderr, dmesg, a compute-sanitizer "
+    "report, an SGLang kernel API log), joined to the dump (repeatable).",
+)  # fmt: skip
+@_sentry_option
 @_debug_option
 def analyze(
-    core: Path,
+    cores: tuple[Path, ...],
     fmt: str | None,
     output: Path | None,
     color: str,
@@ -256,6 +315,8 @@ def analyze(
     cuda_gdb: Path | None,
     timeout: float,
     verbose: bool,
+    host_logs: tuple[Path, ...],
+    sentry_dsn: str | None,
     debug: bool,
 ) -> None:
     """Say where CORE faulted: kernel, SASS instruction, inline chain, source lines.
@@ -263,28 +324,73 @@ def analyze(
     Exit status: 0 report written, 2 unreadable input, 1 internal error. A missing or
     failing tool is not an error: the report says what it could not do and why.
 
+    Several COREs, the dumps of one job: one incident report, each dump with its role
+    (first fault, fault, collateral, stuck, unreadable) in the order the dumps were
+    written, and one verdict. Exit status 4 when some dumps are unreadable, 2 when all are.
+
     Runs with no external tool at all (native facts only); with nvdisasm it shows the
     faulting instruction, the instructions around it and the inline chain; with cuda-gdb
     it checks the native facts against cuda-gdb's and lists any disagreement.
     """  # fmt: skip
-    _check_core(core, debug)
+    for core in cores:
+        _check_core(core, debug)
+    core = cores[0]
     if output is not None and str(output) == "-":
         output = None
     fmt = fmt or (format_of(output) if output is not None else None) or "text"
-    from postmortem.commands import analyze_options, analyze_text, check_output, write_output
+    from postmortem.commands import (
+        analyze_options,
+        analyze_text,
+        check_host_logs,
+        check_output,
+        write_output,
+    )
 
     if output is not None:
         _run(debug, lambda: check_output(output))
+    if host_logs:
+        _run(debug, lambda: check_host_logs(host_logs))
     tools = _tools(no_disasm, nvdisasm, no_gdb, cuda_gdb, timeout, source_dirs, path_maps)
-    options = analyze_options(tools, window, mode)
+    options = analyze_options(tools, window, mode, host_logs)
     colored = fmt == "text" and output is None and _wants_color(color, sys.stdout)
-    text = _run(debug, lambda: analyze_text(core, options, fmt, color=colored, verbose=verbose))
+    if len(cores) > 1:
+        _incident(cores, options, fmt, output, colored, sentry_dsn, debug)
+    text = _run(debug, lambda: analyze_text(core, options, fmt, color=colored, verbose=verbose,
+                                            sentry_dsn=sentry_dsn, warn=_warn))  # fmt: skip
     if output is None:
         # click strips ANSI codes from a stream that is not a terminal, unless told
         click.echo(text, nl=False, color=colored)
     else:
         _run(debug, lambda: write_output(output, text))
         click.echo(f"report written to {escape_controls(str(output))}", err=True)
+
+
+def _incident(
+    cores: tuple[Path, ...],
+    options: AnalyzeOptions,
+    fmt: str,
+    output: Path | None,
+    colored: bool,
+    sentry_dsn: str | None,
+    debug: bool,
+) -> NoReturn:
+    """`analyze` of several dumps: the incident report, then the exit status it asks for."""
+    from postmortem.commands import incident_text, write_output
+
+    if sentry_dsn:
+        why = "sends one dump's event; for several, use `postmortem scan --sentry-dsn`"
+        _run(debug, _raise(BadOption("--sentry-dsn", why)))
+    text, status = _run(debug, lambda: incident_text(cores, options, fmt, color=colored))
+    if output is None:
+        click.echo(text, nl=False, color=colored)
+    else:
+        _run(debug, lambda: write_output(output, text))
+        click.echo(f"report written to {escape_controls(str(output))}", err=True)
+    sys.exit(status)
+
+
+def _warn(line: str) -> None:
+    click.echo(escape_controls(f"warning: {line}"), err=True)
 
 
 def _wants_color(choice: str, stream: Any) -> bool:
@@ -301,6 +407,7 @@ def _wants_color(choice: str, stream: Any) -> bool:
 
 @main.command()
 @_core_argument
+@_storage_option
 @click.option(
     "--out", "out_dir", type=click.Path(path_type=Path, file_okay=False), required=True,
     help="Directory to write the cubins and index.json / index.txt into.",
@@ -321,9 +428,7 @@ def extract(core: Path, out_dir: Path, force: bool, debug: bool) -> None:
 
 
 @main.command()
-@click.argument(
-    "roots", nargs=-1, required=True, metavar="DIR...", type=click.Path(path_type=Path, exists=True)
-)
+@click.argument("roots", nargs=-1, required=True, metavar="DIR...", callback=_scan_roots)
 @click.option(
     "-j",
     "--jobs",
@@ -395,10 +500,26 @@ def extract(core: Path, out_dir: Path, force: bool, debug: bool) -> None:
     help="The scan cache file (default: one under $XDG_CACHE_HOME/postmortem/).",
 )
 @click.option("--no-cache", is_flag=True, help="Analyze every dump again; do not use the cache.")
+@click.option(
+    "--incident", is_flag=True,
+    help="The dumps are those of one job: add which faulted first (by metadata timestamp), "
+    "which are collateral, and one verdict to the index.",
+)  # fmt: skip
+@click.option(
+    "--engine",
+    type=click.Choice(("local", "dask")),
+    default="local",
+    show_default=True,
+    help="Where the dumps are analyzed: worker processes here, or the workers of an existing "
+    "Dask cluster, which read the dumps at the same paths (needs postmortem[dask]).",
+)
+@click.option("--scheduler", metavar="tcp://HOST:PORT", help="The Dask scheduler (--engine dask).")
+@_sentry_option
 @click.option("--no-disasm", is_flag=True, help="Do not run nvdisasm (signatures without frames).")
 @_tool_option("--nvdisasm", "nvdisasm", "The nvdisasm to use.")
 @click.option("--no-gdb", is_flag=True, help="No cuda-gdb cross-check in the per-dump reports.")
 @_tool_option("--cuda-gdb", "cuda_gdb", "The cuda-gdb to use.")
+@_storage_option
 @_debug_option
 def scan(
     roots: tuple[Path, ...],
@@ -417,6 +538,10 @@ def scan(
     follow_symlinks: bool,
     cache_path: Path | None,
     no_cache: bool,
+    incident: bool,
+    engine: str,
+    scheduler: str | None,
+    sentry_dsn: str | None,
     no_disasm: bool,
     nvdisasm: Path | None,
     no_gdb: bool,
@@ -440,7 +565,8 @@ def scan(
         fmt=fmt, jobs=jobs, output=output, reports_dir=reports_dir,
         report_format=report_format, jsonl=jsonl, since=since, timeout_s=timeout, rules=rules,
         name_patterns=name_patterns, follow_symlinks=follow_symlinks, cache_path=cache_path,
-        use_cache=not no_cache,
+        use_cache=not no_cache, engine=engine, scheduler=scheduler, sentry_dsn=sentry_dsn,
+        incident=incident,
     )  # fmt: skip
     tools = analyze_options(
         _tools(no_disasm, nvdisasm, no_gdb, cuda_gdb, None, source_dirs, path_maps)
@@ -455,8 +581,8 @@ def scan(
 
 
 @main.command()
-@click.argument("cores", nargs=-1, required=True, metavar="CORE...",
-                type=click.Path(path_type=Path))  # fmt: skip
+@_storage_option
+@click.argument("cores", nargs=-1, required=True, metavar="CORE...", callback=_dump_paths)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (one object per line).")
 @_map_path_option("Rewrite a build-machine path prefix (repeatable).")
 @click.option(
@@ -509,10 +635,139 @@ def debug(core: Path, cuda_gdb: Path | None, gdb_args: tuple[str, ...], debug: b
     cudacore CORE`. Arguments after -- go to cuda-gdb. Exits with cuda-gdb's status.
     """
     _check_core(core, debug)
+    from postmortem.urls import DumpUrl
+
+    if isinstance(core, DumpUrl):
+        reason = f"{core} is a URL: cuda-gdb reads local files (copy the dump here first)"
+        _run(debug, _raise(BadOption("CORE", reason)))
     from postmortem.gdb.run import debug_interactively
 
     status = _run(debug, lambda: debug_interactively(core, gdb_args, cuda_gdb=cuda_gdb))
     sys.exit(status)
+
+
+_dump_dir_option = click.option(
+    "--dir", "dump_dir", type=click.Path(path_type=Path, file_okay=False),
+    default=Path("postmortem-dumps"), show_default=True,
+    help="Where the dumps, the trigger pipes and the host logs go.",
+)  # fmt: skip
+_report_format_option = click.option(
+    "--format", "fmt", type=click.Choice(ANALYZE_FORMATS), default="md", show_default=True,
+    help="Format of the report written beside each dump (core_….nvcudmp.md).",
+)  # fmt: skip
+_no_analyze_option = click.option(
+    "--no-analyze", is_flag=True, help="Only list the dumps; write no report."
+)
+_no_disasm_option = click.option("--no-disasm", is_flag=True, help="Do not run nvdisasm.")
+_no_gdb_option = click.option("--no-gdb", is_flag=True, help="Do not ask cuda-gdb.")
+
+
+@main.command(context_settings={"allow_interspersed_args": False})
+@_dump_dir_option
+@click.option("--full", is_flag=True, help="Dump memory too (no lightweight generation flags).")
+@click.option("--hang", is_flag=True, help="Let `postmortem trigger` dump a hang on demand.")
+@click.option("--sglang", is_flag=True, help="Also set SGLANG_CUDA_COREDUMP and its folder.")
+@click.option(
+    "--kernel-api-log", metavar="LEVEL",
+    help="SGLang's kernel API log at LEVEL (1, 3, 5 or 10), written into DIR.",
+)  # fmt: skip
+@click.option("--print-env", is_flag=True, help="Print the exports (DIR as given); run nothing.")
+@_report_format_option
+@_no_analyze_option
+@_no_disasm_option
+@_no_gdb_option
+@click.argument("command", nargs=-1, type=click.UNPROCESSED, metavar="-- COMMAND [ARGS...]")
+@_debug_option
+def capture(
+    dump_dir: Path,
+    full: bool,
+    hang: bool,
+    sglang: bool,
+    kernel_api_log: str | None,
+    print_env: bool,
+    fmt: str,
+    no_analyze: bool,
+    no_disasm: bool,
+    no_gdb: bool,
+    command: tuple[str, ...],
+    debug: bool,
+) -> None:
+    """Run COMMAND so that a GPU fault writes a coredump, then analyze every dump it wrote.
+
+    Sets the CUDA_COREDUMP_* variables of the vLLM and SGLang crash guides (a value already
+    exported wins), keeps COMMAND's output in DIR/host.PID.log while passing it through,
+    forwards signals to it, and writes a report beside each dump. --print-env prints the
+    exports instead, for a shell, a Slurm or a Kubernetes spec.
+
+    Exit status: COMMAND's (128+N when a signal N killed it), whatever the analysis found;
+    127 or 126 when it cannot be run; 2 bad arguments.
+    """
+    from postmortem.capture.command import ReportSettings, capture_command, print_env_command
+    from postmortem.capture.environment import CaptureSettings
+    from postmortem.commands import analyze_options
+
+    settings = CaptureSettings(dump_dir, full, hang, sglang, kernel_api_log)
+    if print_env:
+        click.echo(_run(debug, lambda: print_env_command(settings)), nl=False)
+        return
+    report = ReportSettings(
+        analyze_options(_tools(no_disasm, None, no_gdb, None)), fmt, not no_analyze
+    )
+    sys.exit(_run(debug, lambda: capture_command(command, settings, report)))
+
+
+@main.command()
+@click.argument("pipe", required=False, type=click.Path(path_type=Path))
+@click.option("--pid", type=click.IntRange(min=1), help="Find the pipe of this process.")
+@_dump_dir_option
+@click.option(
+    "--dump", "dump_glob", metavar="GLOB",
+    help="Where the dump will appear (default: the process's CUDA_COREDUMP_FILE, then DIR).",
+)  # fmt: skip
+@click.option(
+    "--timeout", default=10.0, show_default=True, type=click.FloatRange(min=0.01),
+    help="Seconds to wait for the process to read the pipe.",
+)  # fmt: skip
+@click.option(
+    "--wait", default=300.0, show_default=True, type=click.FloatRange(min=0.1),
+    help="Seconds to wait for the dump to be written.",
+)  # fmt: skip
+@_report_format_option
+@_no_analyze_option
+@_no_disasm_option
+@_no_gdb_option
+@_debug_option
+def trigger(
+    pipe: Path | None,
+    pid: int | None,
+    dump_dir: Path,
+    dump_glob: str | None,
+    timeout: float,
+    wait: float,
+    fmt: str,
+    no_analyze: bool,
+    no_disasm: bool,
+    no_gdb: bool,
+    debug: bool,
+) -> None:
+    """Dump a hung process's GPU through its coredump PIPE (or --pid's), then analyze it.
+
+    The process must have started with CUDA_ENABLE_USER_TRIGGERED_COREDUMP=1 (`postmortem
+    capture --hang`). Writes 1 MiB of zeros into the pipe, waits for the dump, analyzes it
+    as a hang and prints the report's path.
+
+    Exit status: 0 report written; 2 no pipe, not a pipe, or an unreadable dump; 5 nobody
+    read the pipe, or no dump was written in time.
+    """
+    from postmortem.capture.command import ReportSettings, TriggerRequest, trigger_dump
+    from postmortem.commands import analyze_options
+
+    request = TriggerRequest(pipe, pid, dump_dir, dump_glob, timeout, wait)
+    report = ReportSettings(
+        analyze_options(_tools(no_disasm, None, no_gdb, None)), fmt, not no_analyze
+    )
+    path = _run(debug, lambda: trigger_dump(request, report))
+    click.echo(escape_controls(str(path)))
 
 
 if __name__ == "__main__":  # pragma: no cover

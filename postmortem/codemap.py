@@ -79,7 +79,8 @@ class CodeMap:
     def _summarize(self, section: int) -> CubinSummary:
         core = self._core
         offset, size = int(core.sections.offset[section]), int(core.tables.survey.size[section])
-        return summarize_cubin(core.file.map, offset, size)
+        fetch = core.file.ensure if core.file.sparse else None
+        return summarize_cubin(core.file.map, offset, size, fetch)
 
     def find(self, module: Module) -> LoadedModule | None:
         """The loaded module, if the dump holds a readable relocated image for it."""

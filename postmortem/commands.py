@@ -8,11 +8,12 @@ analysis or jinja2 (tests/unit/test_cli_imports.py holds it to that).
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from postmortem.errors import BadOption
+from postmortem.errors import BadOption, ExitStatus
 from postmortem.report.textsafe import escape_controls
 
 if TYPE_CHECKING:
@@ -38,9 +39,13 @@ class ToolSettings:
 
 
 def analyze_options(
-    tools: ToolSettings, window: int | None = None, mode: str = "auto"
+    tools: ToolSettings,
+    window: int | None = None,
+    mode: str = "auto",
+    host_logs: Sequence[Path] = (),
 ) -> AnalyzeOptions:
-    """The `AnalyzeOptions` of a command's tool settings (built here once, for every command)."""
+    """The `AnalyzeOptions` of a command's tool settings (built here once, for every command);
+    `host_logs` are joined to every dump analyzed."""
     from postmortem.analysis.analyze import AnalyzeOptions
     from postmortem.analysis.fault import LocalizeOptions
 
@@ -53,8 +58,9 @@ def analyze_options(
     if tools.timeout is not None:
         localize = replace(localize, timeout=tools.timeout)
     return AnalyzeOptions(
-        localize, mode=mode, cuda_gdb=not tools.no_gdb, cuda_gdb_path=tools.cuda_gdb
-    )
+        localize, mode=mode, cuda_gdb=not tools.no_gdb, cuda_gdb_path=tools.cuda_gdb,
+        host_logs=tuple(host_logs),
+    )  # fmt: skip
 
 
 def info_text(core: Path, as_json: bool) -> str:
@@ -70,15 +76,53 @@ def info_text(core: Path, as_json: bool) -> str:
 
 
 def analyze_text(
-    core: Path, options: AnalyzeOptions, fmt: str, *, color: bool, verbose: bool
+    core: Path,
+    options: AnalyzeOptions,
+    fmt: str,
+    *,
+    color: bool,
+    verbose: bool,
+    sentry_dsn: str | None = None,
+    warn: Callable[[str], None] | None = None,
 ) -> str:
-    """The report `postmortem analyze` writes."""
+    """The report `postmortem analyze` writes; with `sentry_dsn`, the dump's event is sent
+    there too, and `warn` is told when Sentry did not take it."""
     from postmortem.analysis.analyze import analyze_dump
     from postmortem.report.context import build_report
     from postmortem.report.render import render
 
-    report = build_report(analyze_dump(core, options))
+    target = None
+    if sentry_dsn:
+        from postmortem.scan.sentry import sentry_target
+
+        target = sentry_target(sentry_dsn)  # before the work: a bad DSN is an error
+    analysis = analyze_dump(core, options)
+    if target is not None:
+        from postmortem.scan.sentry import send_analysis
+
+        warning = send_analysis(core, analysis, options, target)
+        if warning is not None and warn is not None:
+            warn(warning)
+    report = build_report(analysis)
     return render("analyze", report, fmt, color=color, verbose=verbose)
+
+
+def incident_text(
+    cores: Sequence[Path], options: AnalyzeOptions, fmt: str, *, color: bool
+) -> tuple[str, ExitStatus]:
+    """The incident report `postmortem analyze CORE...` writes for several dumps, and its exit
+    status: OK; SCAN_ERRORS when some dumps could not be read; BAD_INPUT when none could."""
+    from postmortem.analysis.incident import Role, analyze_incident
+    from postmortem.report.incident import build_incident_report
+    from postmortem.report.render import render
+
+    incident = analyze_incident(cores, options)
+    text = render("incident", build_incident_report(incident), fmt, color=color)
+    unreadable = sum(1 for row in incident.rows if row.role is Role.UNREADABLE)
+    if not unreadable:
+        return text, ExitStatus.OK
+    all_failed = unreadable == len(incident.rows)
+    return text, ExitStatus.BAD_INPUT if all_failed else ExitStatus.SCAN_ERRORS
 
 
 def extract_text(core: Path, out_dir: Path, force: bool) -> str:
@@ -107,6 +151,20 @@ def check_output(path: Path) -> None:
         raise BadOption("-o", f"{path}: the folder {folder} does not exist")
     if not os.access(folder, os.W_OK) and not os.access(path, os.W_OK):
         raise BadOption("-o", f"{path}: the folder {folder} is not writable")
+
+
+def check_host_logs(paths: Sequence[Path]) -> None:
+    """Refuse, before any work, a host log that cannot be read.
+
+    Raises:
+        BadOption: a log is missing, a folder, not a file or a pipe, or not readable.
+    """
+    from postmortem.host.reader import host_log_problem
+
+    for path in paths:
+        problem = host_log_problem(path)
+        if problem is not None:
+            raise BadOption("--host-log", f"{path}: {problem}")
 
 
 def write_output(path: Path, text: str) -> None:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import mmap
 import struct
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, TypeAlias
@@ -26,6 +26,9 @@ import numpy as np
 from postmortem.errors import MalformedElf
 
 Buffer: TypeAlias = mmap.mmap | bytes | bytearray | memoryview
+Fetch: TypeAlias = Callable[[int, int], None]
+"""Called with (offset, size) before those bytes of a buffer are read: a dump in an object
+store is a sparse mirror that fetches them (`coredump/remote.py`); a file needs none."""
 
 ELF_MAGIC = b"\x7fELF"
 ELFCLASS64 = 2
@@ -158,18 +161,21 @@ def described_end(buffer: Buffer, size: int) -> int | None:
     return max(table_end, int(ends.max()) if len(ends) else 0)
 
 
-def read_header(buffer: Buffer, size: int | None = None) -> ElfHeader:
+def read_header(buffer: Buffer, size: int | None = None, fetch: Fetch | None = None) -> ElfHeader:
     """Reads and checks the ELF header and the bounds of the section header table.
 
     Args:
         buffer: The whole file or image.
         size: How many bytes of `buffer` belong to it (all of them when None).
+        fetch: Asked for the bytes before they are read (see `Fetch`).
 
     Raises:
         MalformedElf: Not an ELF64 little-endian file, or its section header table does
             not lie inside the buffer.
     """
     size = len(buffer) if size is None else size
+    if fetch is not None:
+        fetch(0, HEADER.size)
     if size < 4 or bytes(buffer[:4]) != ELF_MAGIC:
         raise MalformedElf("ELF header", "no ELF magic at the start")
     if size < HEADER.size:
@@ -187,6 +193,8 @@ def read_header(buffer: Buffer, size: int | None = None) -> ElfHeader:
     _check_table(shoff, 1, size)
     count, names, extended = shnum, shstrndx, False
     if shnum == 0 or shstrndx == SHN_XINDEX:
+        if fetch is not None:
+            fetch(shoff, SECTION_HEADER_SIZE)
         zero = np.frombuffer(buffer, SECTION_DTYPE, 1, shoff)[0]
         extended = True
         count = int(zero["size"]) if shnum == 0 else shnum
@@ -225,8 +233,16 @@ class Sections:
     The columns are copies, so a memory map is not pinned by live views of it.
     """
 
-    def __init__(self, buffer: Buffer, header: ElfHeader, size: int | None = None) -> None:
+    def __init__(
+        self,
+        buffer: Buffer,
+        header: ElfHeader,
+        size: int | None = None,
+        fetch: Fetch | None = None,
+    ) -> None:
         self.buffer = buffer
+        self.fetch = fetch
+        """Asked for bytes before they are read (None: the buffer holds them all)."""
         self.buffer_size = len(buffer) if size is None else size
         self.header = header
         self.count = header.section_count
@@ -235,6 +251,8 @@ class Sections:
         # 64-byte rows cost several times more (each pays the map's page faults). The
         # columns are contiguous copies, so the map is never pinned by views of it.
         start = header.shoff
+        if fetch is not None:
+            fetch(start, self.count * SECTION_HEADER_SIZE)
         table = bytes(buffer[start : start + self.count * SECTION_HEADER_SIZE])
         headers = np.frombuffer(table, SECTION_DTYPE, self.count)
         self.type = np.ascontiguousarray(headers["type"])
@@ -279,7 +297,7 @@ class Sections:
         offset = int(self._name[index])
         if offset >= size:
             return f"#{index}"
-        return c_string(self.buffer, start + offset, start + size)
+        return self._string(start + offset, start + size)
 
     def label(self, index: int) -> str:
         """How messages name a section: its name, or its index when the name is unprintable."""
@@ -298,6 +316,8 @@ class Sections:
     def data(self, index: int) -> bytes:
         """The section's bytes that lie inside the buffer (a prefix when it is cut short)."""
         offset, size = self._range(index)
+        if self.fetch is not None:
+            self.fetch(offset, size)
         return bytes(self.buffer[offset : offset + size])
 
     def complete_data(self, index: int, what: str) -> bytes:
@@ -323,6 +343,8 @@ class Sections:
             return np.zeros(0, dtype)  # the offset may be anything then, even past 2**63
         offset = int(self.offset[index])
         assert count * dtype.itemsize <= self.available(index)
+        if self.fetch is not None:
+            self.fetch(offset, count * dtype.itemsize)
         rows: np.ndarray[Any, Any] = np.frombuffer(self.buffer, dtype, count, offset).copy()
         return rows
 
@@ -344,7 +366,12 @@ class Sections:
         start, size = self._range(table)
         if offset >= size:
             return ""
-        return c_string(self.buffer, start + offset, start + size)
+        return self._string(start + offset, start + size)
+
+    def _string(self, start: int, end: int) -> str:
+        if self.fetch is not None:
+            self.fetch(start, min(end - start, _MAX_STRING))
+        return c_string(self.buffer, start, end)
 
 
 @lru_cache(maxsize=8)

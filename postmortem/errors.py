@@ -30,6 +30,13 @@ class ExitStatus(IntEnum):
     """An external tool the command cannot do without failed or is missing."""
     SCAN_ERRORS = 4
     """A scan finished, but some dumps are error rows."""
+    TIMED_OUT = 5
+    """Waited for something that did not happen in time (a coredump pipe that no process
+    reads, a triggered dump that was never written)."""
+    NOT_EXECUTABLE = 126
+    """The command `capture` was asked to run exists but cannot be run (as shells say)."""
+    COMMAND_NOT_FOUND = 127
+    """The command `capture` was asked to run was not found (as shells say)."""
     INTERRUPTED = 130
     """Interrupted (Ctrl-C); what was finished was written."""
 
@@ -302,6 +309,40 @@ class ScanCacheError(PostmortemError):
 
 
 @dataclass(eq=False)
+class MissingExtra(PostmortemError):
+    """An option needs an optional part of postmortem (an extra) that is not installed."""
+
+    option: str
+    """The option as given, e.g. "--engine dask"."""
+    extra: str
+    """The extra that brings it, e.g. "dask"."""
+    package: str
+    """The package found missing, e.g. "distributed"."""
+
+    def __str__(self) -> str:
+        return (
+            f"{self.option} needs postmortem's {self.extra} extra ({self.package} is not installed)"
+        )
+
+    @property
+    def hint(self) -> str | None:  # type: ignore[override]
+        return f"pip install 'postmortem[{self.extra}]'"
+
+
+@dataclass(eq=False)
+class EngineUnreachable(PostmortemError):
+    """The distributed engine a scan was sent to could not be reached."""
+
+    option: str
+    """The option that named it, e.g. "--scheduler"."""
+    address: str
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{self.option} {self.address}: cannot reach it: {self.reason}"
+
+
+@dataclass(eq=False)
 class ConfigError(PostmortemError):
     """A settings file (postmortem.toml, or a pyproject.toml's [tool.postmortem]) that cannot
     be used."""
@@ -313,3 +354,67 @@ class ConfigError(PostmortemError):
         return f"{self.path}: {self.reason}"
 
     hint = "fix or remove the setting; see the README, Settings"
+
+
+@dataclass(eq=False)
+class CommandNotStarted(PostmortemError):
+    """The command `capture` was asked to run could not be started."""
+
+    exit_status: ClassVar[ExitStatus] = ExitStatus.COMMAND_NOT_FOUND
+
+    command: str
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{self.command}: cannot run: {self.reason}"
+
+
+@dataclass(eq=False)
+class CommandNotExecutable(CommandNotStarted):
+    """The command exists but cannot be run (no permission, not a program)."""
+
+    exit_status: ClassVar[ExitStatus] = ExitStatus.NOT_EXECUTABLE
+
+
+@dataclass(eq=False)
+class NotAFifo(PostmortemError):
+    """A coredump pipe (`CUDA_COREDUMP_PIPE`) that is something other than a named pipe."""
+
+    path: Path
+    found: str
+    """What the path is instead ("a regular file", "a folder")."""
+
+    def __str__(self) -> str:
+        return f"{self.path}: not a coredump pipe (a FIFO): it is {self.found}"
+
+
+@dataclass(eq=False)
+class PipeNotFound(PostmortemError):
+    """No coredump pipe of a process was found where the driver makes one."""
+
+    pid: int
+    searched: tuple[str, ...]
+
+    def __str__(self) -> str:
+        return f"no coredump pipe of process {self.pid} (looked for: {', '.join(self.searched)})"
+
+    hint = (
+        "the process must start with CUDA_ENABLE_USER_TRIGGERED_COREDUMP=1 (`postmortem capture "
+        "--hang`); pass the pipe itself, or --dir where it was captured"
+    )
+
+
+@dataclass(eq=False)
+class TriggerTimedOut(PostmortemError):
+    """A coredump trigger that no process took, or a triggered dump that never appeared."""
+
+    exit_status: ClassVar[ExitStatus] = ExitStatus.TIMED_OUT
+
+    path: Path
+    """The pipe written to, or the dump pattern waited on."""
+    seconds: float
+    what: str
+    """What did not happen ("no process reads the pipe")."""
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.what} (waited {self.seconds:g} s)"

@@ -61,6 +61,14 @@ class FindingCode(Enum):
     GDB_NEEDS_MEMCHECK_ADDRESS = "needs-memcheck-address"
     GDB_COREDUMP_REFUSED = "gpu-coredump-refused"
     GDB_NOT_A_COREDUMP = "not-a-gpu-coredump"
+    # What the host printed, joined to the dump (analysis/hostjoin.py).
+    HOST_LOG_NOT_RECOGNIZED = "host-log-not-recognized"
+    HOST_LOG_CUT = "host-log-cut"
+    HOST_DISAGREES = "host-log-disagrees"
+    ERROR_SURFACED_ELSEWHERE = "error-surfaced-elsewhere"
+    NAN_OR_INF_INPUT = "nan-or-inf-input"
+    REPLAYABLE_INPUTS = "replayable-inputs"
+    GPU_LOST = "gpu-fell-off-the-bus"
 
 
 @dataclass(frozen=True, slots=True)

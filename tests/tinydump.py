@@ -136,6 +136,7 @@ class DumpSpec:
     devices: list[DeviceSpec]
     layout: str = "r400"  # row layout generation: r346 … r615 (fixtures/builder/layouts.py)
     metadata_flags: int | None = None  # generation flags of a metadata row (r565 and later)
+    metadata_timestamp: int | None = None  # when the dump was written (Unix seconds), same row
     memory: list[tuple[int, bytes]] = field(default_factory=list)  # global (address, bytes)
 
 
@@ -145,8 +146,10 @@ def write_tiny_dump(path: Path, spec: DumpSpec) -> Path:
         [_device(index, device) for index, device in enumerate(spec.devices)],
         memory=[G.Memory(address, data) for address, data in spec.memory],
     )
-    if spec.metadata_flags is not None:
-        state.metadata = {"generatorName": "tinydump", "flags": spec.metadata_flags}
+    if spec.metadata_flags is not None or spec.metadata_timestamp is not None:
+        state.metadata = {"generatorName": "tinydump", "flags": spec.metadata_flags or 0}
+        if spec.metadata_timestamp is not None:
+            state.metadata["timestamp"] = spec.metadata_timestamp
     with path.open("wb") as file, DumpWriter(file) as writer:
         G.write_state(writer, state, spec.layout)
     return path
@@ -162,6 +165,15 @@ def patch_section(path: Path, name: str, **fields: int) -> None:
     header = dict(zip(_SHDR_FIELDS, _SHDR.unpack_from(data, at), strict=True)) | fields
     _SHDR.pack_into(data, at, *header.values())
     path.write_bytes(data)
+
+
+def renamed(module: ModuleSpec, old: bytes, new: bytes) -> ModuleSpec:
+    """`module` with every `old` in its relocated image replaced by `new`, of the same length:
+    a stand-in for a kernel of another name (``ncclKernel_SendRecv_RING``) that no fixture
+    cubin holds. The symbol and section names change; code and addresses stay."""
+    assert len(old) == len(new), "a name of another length would move every string after it"
+    module.image = relocated(module).data.replace(old, new)
+    return module
 
 
 @functools.cache

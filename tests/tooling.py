@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 import termios
+import types
 from pathlib import Path
 
 import pytest
@@ -52,6 +53,19 @@ def require_nvcc() -> Path:
         if in_ci():
             pytest.fail(f"CI=true and nvcc is missing: {error}")
         pytest.skip(str(error))
+
+
+def require_module(name: str, why: str) -> types.ModuleType:
+    """Imports a test-only package, or skips the test (fails under CI=true, whose setup
+    installs the dev extra)."""
+    import importlib
+
+    try:
+        return importlib.import_module(name)
+    except ImportError:
+        if in_ci():
+            pytest.fail(f"CI=true and {name} is missing: {why}")
+        pytest.skip(f"{name} is missing: {why}")
 
 
 def require_files(paths: list[Path], what: str) -> list[Path]:

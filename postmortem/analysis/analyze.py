@@ -12,16 +12,20 @@ from postmortem.analysis.census import CensusRow, fault_census
 from postmortem.analysis.crosscheck import CrossCheck, crosscheck, named_by_gdb
 from postmortem.analysis.fault import FaultSite, LocalizeOptions, localize
 from postmortem.analysis.hang import HangAnalysis, analyze_hang
+from postmortem.analysis.hostjoin import HostJoin, join_host
 from postmortem.analysis.provenance import BuildInfo, ToolUse, build_provenance, tool_uses
 from postmortem.analysis.state import KernelState, gpu_state, kernel_code, warp_pcs
 from postmortem.analysis.verdict import Verdict, VerdictKind, decide
 from postmortem.codemap import CodeMap
 from postmortem.coredump import Coredump, open_coredump
+from postmortem.coredump.remote import RemoteFile
 from postmortem.errors import ToolFailed, ToolNotFound
 from postmortem.gdb import GdbSession, run_cuda_gdb
+from postmortem.host.reader import read_host_logs
 from postmortem.model import Module
 from postmortem.salvage import dump_findings
 from postmortem.summary import DumpSummary, summarize
+from postmortem.urls import DumpUrl
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,6 +38,8 @@ class AnalyzeOptions:
     cuda_gdb: bool = True
     """False: do not run cuda-gdb (`--no-gdb`)."""
     cuda_gdb_path: str | Path | None = None
+    host_logs: tuple[Path, ...] = ()
+    """What the host wrote around the crash (`--host-log`), read and joined to the dump."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,11 +65,15 @@ class Analysis:
     """What happened, in one line."""
     provenance: tuple[ToolUse, ...] = ()
     """Which source gave which facts, and why a tool was not used."""
+    host: HostJoin | None = None
+    """What the host logs (`AnalyzeOptions.host_logs`) add; None when none was given."""
 
 
 def analyze_dump(path: Path, options: AnalyzeOptions | None = None) -> Analysis:
     """Localize every fault of the dump at `path`, census its warps, cross-check with cuda-gdb."""
     options = options or AnalyzeOptions()
+    # Host logs first: one that cannot be read stops the analysis before any work.
+    host_logs = read_host_logs(options.host_logs)
     # cuda-gdb reads the dump on its own: it runs while the native reader and nvdisasm work.
     # It runs in its own session, out of reach of the user's Ctrl-C: if anything here ends
     # the analysis early, it is cancelled rather than waited for.
@@ -71,10 +81,19 @@ def analyze_dump(path: Path, options: AnalyzeOptions | None = None) -> Analysis:
     with ThreadPoolExecutor(max_workers=1) as pool, open_coredump(path) as core:
         gdb = pool.submit(_run_gdb, path, options, cancel) if options.cuda_gdb else None
         try:
-            return _analyze(path, core, options, gdb)
+            analysis = _analyze(path, core, options, gdb)
         except BaseException:
             cancel.set()
             raise
+    if not host_logs:
+        return analysis
+    running = tuple(k.kernel for k in analysis.state if k.kernel is not None)
+    pci = tuple(
+        (d.pci_bus_id, d.pci_dev_id)
+        for d in analysis.summary.devices
+        if d.pci_bus_id is not None and d.pci_dev_id is not None
+    )
+    return replace(analysis, host=join_host(host_logs, analysis.sites, running, path, pci))
 
 
 def _analyze(
@@ -95,8 +114,21 @@ def _analyze(
     summary = replace(summary, findings=dump_findings(core, code_map))
     return Analysis(
         path, summary, sites, state, hang, check, note, fault_census(sites), builds,
-        decide(sites, hang, state), tool_uses(__version__, sites, hang, check, note),
+        decide(sites, hang, state),
+        tool_uses(__version__, sites, hang, check, note, transfer_note(core)),
     )  # fmt: skip
+
+
+def transfer_note(core: Coredump) -> str | None:
+    """What reading a dump in an object store cost: bytes and requests; None for a file."""
+    file = core.file
+    if not isinstance(file, RemoteFile):
+        return None
+    how = "streamed whole (compressed)" if file.compressed else "read by ranges"
+    return (
+        f"{how} from the store: {file.bytes_fetched:,} of {file.stored_size:,} bytes "
+        f"in {file.requests} requests"
+    )
 
 
 def _modules_that_matter(
@@ -112,6 +144,8 @@ def _modules_that_matter(
 
 def _run_gdb(path: Path, options: AnalyzeOptions, cancel: threading.Event) -> GdbSession | str:
     """cuda-gdb's session on the dump, or why there is none."""
+    if isinstance(path, DumpUrl):
+        return "cuda-gdb not run: it reads local files, and this dump is at a URL"
     try:
         return run_cuda_gdb(
             path, cuda_gdb=options.cuda_gdb_path, timeout=options.localize.timeout, cancel=cancel

@@ -36,6 +36,20 @@ class KernelArgument:
     distance: int | None
     """Faulting address minus `value`, for a pointer-like argument."""
 
+    @property
+    def label(self) -> str:
+        """``arg0`` (its ordinal), or ``slot 3`` when the layout is unknown."""
+        return f"arg{self.ordinal}" if self.ordinal is not None else f"slot {self.offset // 8}"
+
+    @property
+    def relation(self) -> str | None:
+        """The faulting address in terms of this argument, ``arg0 + 0x543000``; None when
+        it is no pointer the address was measured from."""
+        if self.distance is None:
+            return None
+        sign = "-" if self.distance < 0 else "+"
+        return f"{self.label} {sign} 0x{abs(self.distance):x}"
+
 
 @dataclass(frozen=True, slots=True)
 class KernelArguments:

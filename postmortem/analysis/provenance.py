@@ -86,8 +86,11 @@ def tool_uses(
     hang: HangAnalysis | None,
     check: CrossCheck | None,
     gdb_note: str | None,
+    reader_note: str | None = None,
 ) -> tuple[ToolUse, ...]:
-    """The provenance of an analysis: the native reader, nvdisasm and cuda-gdb."""
+    """The provenance of an analysis: the native reader, nvdisasm and cuda-gdb.
+    `reader_note` says how the reader got the dump when that is worth saying (by ranges
+    from an object store)."""
     listing = next((s.disassembly for s in sites if s.disassembly), None)
     if listing is None and hang is not None and hang.disassemblies:
         listing = hang.disassemblies[0]
@@ -103,7 +106,7 @@ def tool_uses(
         ToolUse(
             "native reader", version,
             "exception, error PC, threads, kernel+offset, launches, devices, modules, "
-            "metadata, GPU state", True, None,
+            "metadata, GPU state", True, reader_note,
         ),
         ToolUse(
             "nvdisasm", listing.tool_version if listing else None,

@@ -13,6 +13,7 @@ must exceed the budget is refused before it is decompressed.
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import io
 import lzma
@@ -23,9 +24,10 @@ import shutil
 import sys
 import tempfile
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO, Literal, cast
+from typing import IO, BinaryIO, Literal, cast
 
 from postmortem.elf import core_header_problem, described_end, section_table_end
 from postmortem.errors import CompressedDumpError
@@ -115,8 +117,11 @@ def sniff_codec(head: bytes) -> Codec | None:
     return None
 
 
-def open_decompressed_stream(path: Path, codec: Codec) -> io.BufferedIOBase:
-    """A reader of the decompressed bytes of `path`, with no budget: read a bounded amount.
+def open_decompressed_stream(
+    path: Path, codec: Codec, raw: IO[bytes] | None = None
+) -> io.BufferedIOBase:
+    """A reader of the decompressed bytes of `path` (or of `raw`, the compressed bytes
+    already opened), with no budget: read a bounded amount.
 
     Multi-member gzip, concatenated zstd frames and concatenated xz streams read as one, as
     the command-line tools do. Reading raises the codec's own exceptions (OSError,
@@ -126,11 +131,12 @@ def open_decompressed_stream(path: Path, codec: Codec) -> io.BufferedIOBase:
     Raises:
         OSError: The file cannot be opened.
     """
+    source: IO[bytes] | Path = path if raw is None else raw
     if codec == "gzip":
-        return gzip.GzipFile(path, "rb")
+        return gzip.GzipFile(path, "rb") if raw is None else gzip.GzipFile(fileobj=raw)
     if codec == "zstd":
-        return ZstdFile(path, "rb")
-    return lzma.LZMAFile(path, "rb", format=lzma.FORMAT_XZ)
+        return ZstdFile(source, "rb")
+    return lzma.LZMAFile(source, "rb", format=lzma.FORMAT_XZ)
 
 
 def read_decompressed_head(path: Path, codec: Codec, size_bytes: int) -> bytes:
@@ -148,7 +154,13 @@ def read_decompressed_head(path: Path, codec: Codec, size_bytes: int) -> bytes:
 
 
 def decompress_to_file(
-    path: Path, codec: Codec, directory: str, *, budget: Budget | None = None
+    path: Path,
+    codec: Codec,
+    directory: str,
+    *,
+    budget: Budget | None = None,
+    source: Callable[[], IO[bytes]] | None = None,
+    compressed_bytes: int | None = None,
 ) -> BinaryIO:
     """Decompress `path` into an unlinked temporary file in `directory`, open for reading.
 
@@ -164,22 +176,31 @@ def decompress_to_file(
         CompressedDumpError: The file cannot be read, its stream is corrupt or cut short,
             what it holds is not a CUDA coredump, or it outgrows the budget or the disk.
             Nothing is left in `directory`.
+
+    A dump that is not a local file (one in an object store) comes as `source`, which opens
+    its compressed bytes as a stream, and `compressed_bytes`, its size.
     """
     try:
-        compressed_bytes = os.stat(path).st_size
+        if compressed_bytes is None:
+            compressed_bytes = os.stat(path).st_size
         if budget is None:
             budget = Budget.for_dump(compressed_bytes)
         room_bytes = _room(directory)
     except (OSError, ValueError) as error:
         raise CompressedDumpError(path, _describe(error), codec) from None
     budget.decompressed_bytes = budget.stored_bytes = 0
-    hinted = _find_size_hint(path, codec, compressed_bytes)
+    # A stream cannot seek to the xz index cheaply: remote dumps rely on the budget alone.
+    hinted = None if source is not None else _find_size_hint(path, codec, compressed_bytes)
     if hinted is not None and hinted[0] > budget.limit_bytes:
         raise _over_budget(path, codec, budget, f"{hinted[1]} says {_format_bytes(hinted[0])}")
     out: BinaryIO | None = None
     try:
         out = cast(BinaryIO, tempfile.TemporaryFile(dir=directory))  # noqa: SIM115
-        with open_decompressed_stream(path, codec) as stream:
+        raw = None if source is None else source()
+        with (
+            contextlib.closing(raw) if raw is not None else contextlib.nullcontext(),
+            open_decompressed_stream(path, codec, raw) as stream,
+        ):
             _copy(path, codec, stream, out, budget, room_bytes)
         out.truncate(budget.decompressed_bytes)  # a trailing hole
         out.seek(0)

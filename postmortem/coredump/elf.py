@@ -10,8 +10,9 @@ import os
 import shutil
 import stat
 import tempfile
+from collections.abc import Iterable
 from pathlib import Path
-from typing import BinaryIO
+from typing import TYPE_CHECKING, BinaryIO, TypeAlias
 
 from postmortem.coredump.decompress import (
     CODEC_MAGIC_BYTES,
@@ -28,6 +29,10 @@ from postmortem.errors import (
     TruncatedDump,
     UnreadableFile,
 )
+from postmortem.urls import DumpUrl
+
+if TYPE_CHECKING:
+    from postmortem.coredump.remote import RemoteFile
 
 
 class MappedFile:
@@ -65,6 +70,15 @@ class MappedFile:
     def compressed(self) -> bool:
         return self.codec is not None
 
+    sparse = False
+    """A file's bytes are all there; `RemoteFile`'s are fetched on demand."""
+
+    def ensure(self, offset: int, size: int) -> None:
+        """Nothing to do: a file's bytes are all there (see `RemoteFile.ensure`)."""
+
+    def ensure_ranges(self, ranges: Iterable[tuple[int, int]]) -> None:
+        """Nothing to do: a file's bytes are all there."""
+
     def close(self) -> None:
         mapping = getattr(self, "map", None)
         if mapping is not None:
@@ -77,7 +91,19 @@ class MappedFile:
             self._tempdir = None
 
 
-def read_identity(mapped: MappedFile) -> ElfHeader:
+DumpFile: TypeAlias = "MappedFile | RemoteFile"
+
+
+def open_dump_file(path: Path) -> DumpFile:
+    """The dump at `path` mapped for reading: a local file, or a `DumpUrl`'s object."""
+    if isinstance(path, DumpUrl):
+        from postmortem.coredump.remote import RemoteFile
+
+        return RemoteFile(path, str(path))
+    return MappedFile(path)
+
+
+def read_identity(mapped: DumpFile) -> ElfHeader:
     """Validate the ELF header of a CUDA coredump and the bounds of its section headers.
 
     Raises:
@@ -88,7 +114,7 @@ def read_identity(mapped: MappedFile) -> ElfHeader:
     """
     path = mapped.path
     try:
-        header = read_header(mapped.map, mapped.size)
+        header = read_header(mapped.map, mapped.size, mapped.ensure)
     except MalformedElf as error:
         if error.past_end_at is not None:
             start = min(error.past_end_at, mapped.size)
@@ -108,8 +134,8 @@ def read_identity(mapped: MappedFile) -> ElfHeader:
 class SectionTable(Sections):
     """The dump's section headers, with the `.strtab` that table rows index into."""
 
-    def __init__(self, mapped: MappedFile, header: ElfHeader) -> None:
-        super().__init__(mapped.map, header, mapped.size)
+    def __init__(self, mapped: DumpFile, header: ElfHeader) -> None:
+        super().__init__(mapped.map, header, mapped.size, mapped.ensure)
         self.path = mapped.path
         self.strtab: int | None = self.find(".strtab", SHT_STRTAB)
 

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from postmortem.coredump import tables as t
-from postmortem.coredump.elf import MappedFile, SectionTable
+from postmortem.coredump.elf import DumpFile, SectionTable
 from postmortem.coredump.survey import Survey
 from postmortem.errors import CorruptSection
 from postmortem.model import RowRef
@@ -38,13 +38,27 @@ class Column:
 class TableIndex:
     """Decoded tables and the parent/child links between sections."""
 
-    def __init__(self, mapped: MappedFile, sections: SectionTable) -> None:
+    def __init__(self, mapped: DumpFile, sections: SectionTable) -> None:
         self.path: Path = mapped.path
         self.file = mapped
         self.sections = sections
         self.survey = Survey(sections)
         self._children_index: dict[int, tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]] = {}
         self._rows_cache: dict[int, np.ndarray[Any, Any]] = {}
+        if mapped.sparse:
+            self._prefetch_tables()
+
+    def _prefetch_tables(self) -> None:
+        # A dump in an object store: every table and the string table in one batch of
+        # ranged reads, rather than a request per table as the reader walks them.
+        s = self.sections
+        tables = np.isin(s.type, np.array(list(t.LAYOUTS), dtype=np.uint32)) & self.survey.usable
+        members = np.flatnonzero(tables)
+        sizes = self.survey.rows[members] * s.entsize[members].astype(np.int64)
+        ranges = list(zip(s.offset[members].tolist(), sizes.tolist(), strict=True))
+        if s.strtab is not None:
+            ranges.append((int(s.offset[s.strtab]), s.available(s.strtab)))
+        self.file.ensure_ranges(ranges)
 
     def clear(self) -> None:
         """Drop cached rows (they are copies, so the map can close)."""
@@ -74,6 +88,7 @@ class TableIndex:
         if limit is not None:
             size = min(size, limit)
         offset = int(self.sections.offset[section])
+        self.file.ensure(offset, size)
         return bytes(self.file.map[offset : offset + size])
 
     def parent_of(self, section: int) -> RowRef:
@@ -132,6 +147,9 @@ class TableIndex:
         row = np.arange(total) - np.repeat(np.cumsum(counts) - counts, counts)
         start = s.offset[tables].astype(np.int64)[owner] + spec.offset
         positions = start + row * s.entsize[tables].astype(np.int64)[owner]
+        if self.file.sparse:
+            sizes = counts * s.entsize[tables].astype(np.int64)
+            self.file.ensure_ranges(zip(s.offset[tables].tolist(), sizes.tolist(), strict=True))
         raw = np.frombuffer(self.file.map, np.uint8)
         width = spec.end - spec.offset
         gathered = raw[positions[:, None] + np.arange(width)] if total else np.zeros((0, width))

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from postmortem.coredump import tables as t
-from postmortem.coredump.elf import MappedFile, SectionTable, read_identity
+from postmortem.coredump.elf import DumpFile, SectionTable, open_dump_file, read_identity
 from postmortem.coredump.index import TableIndex
 from postmortem.coredump.rows import (
     make_context,
@@ -48,6 +48,7 @@ from postmortem.model import (
     TableLayout,
     Warp,
 )
+from postmortem.urls import as_dump_path
 
 # Register-like sections are read up to this many 32-bit words: R0-R255 and more, whatever
 # size a header claims.
@@ -72,10 +73,12 @@ def _whole(values: Any, *names: str) -> tuple[int, ...] | None:
 
 
 def open_coredump(path: str | Path) -> Coredump:
-    """Open a CUDA GPU coredump (plain or gzip-compressed) for reading.
+    """Open a CUDA GPU coredump (plain or compressed) for reading.
 
     Args:
-        path: the `.nvcudmp` file.
+        path: the `.nvcudmp` file, or its URL in an object store (`s3://bucket/core.nvcudmp`,
+            any fsspec URL; needs `postmortem[remote]`): then only the byte ranges the
+            reading needs are fetched.
 
     Returns:
         An open `Coredump`; use it as a context manager or call `close()`.
@@ -83,7 +86,7 @@ def open_coredump(path: str | Path) -> Coredump:
     Raises:
         PostmortemError: the file is unreadable, not a CUDA coredump, truncated or corrupt.
     """
-    return Coredump(Path(path))
+    return Coredump(as_dump_path(path))
 
 
 class Coredump:
@@ -91,7 +94,7 @@ class Coredump:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self._file = MappedFile(path)
+        self._file = open_dump_file(path)
         self._bad_strings: list[str] = []
         self._all_modules: tuple[Module, ...] | None = None
         self._image_index: dict[int, dict[tuple[int, int], int]] = {}
@@ -391,6 +394,7 @@ class Coredump:
                 and address + size <= segment.address + segment.size_bytes
             ):
                 data_offset = int(self.sections.offset[segment.section]) + address - segment.address
+                self._file.ensure(data_offset, size)
                 return bytes(self._file.map[data_offset : data_offset + size])
         return None
 
@@ -425,6 +429,6 @@ class Coredump:
         }
 
     @property
-    def file(self) -> MappedFile:
+    def file(self) -> DumpFile:
         """The mapped file (for readers of embedded images)."""
         return self._file

@@ -12,7 +12,15 @@ from dataclasses import dataclass
 import numpy as np
 
 from postmortem.demangle import demangle
-from postmortem.elf import SHF_EXECINSTR, SHT_SYMTAB, STT_FUNC, Buffer, Sections, read_header
+from postmortem.elf import (
+    SHF_EXECINSTR,
+    SHT_SYMTAB,
+    STT_FUNC,
+    Buffer,
+    Fetch,
+    Sections,
+    read_header,
+)
 
 STO_CUDA_ENTRY = 0x10
 _DEBUG_SECTIONS = (".debug_line", ".nv_debug_line_sass", ".debug_info")
@@ -94,23 +102,29 @@ class CubinSummary:
         return next((f for f in self.functions if f.contains(pc)), None)
 
 
-def summarize_cubin(buffer: Buffer, start: int = 0, size: int | None = None) -> CubinSummary:
+def summarize_cubin(
+    buffer: Buffer, start: int = 0, size: int | None = None, fetch: Fetch | None = None
+) -> CubinSummary:
     """Read the code sections, functions and debug sections of the cubin at `[start, start+size)`.
+
+    `fetch` (offsets in `buffer`) is asked for bytes before they are read: of an image in
+    an object store, only its headers and symbols are fetched, never its code.
 
     Raises:
         MalformedElf: The image's ELF header or section header table cannot be read.
     """
     size = len(buffer) - start if size is None else size
     view = memoryview(buffer)[start : start + size]
+    inner = None if fetch is None else (lambda offset, count: fetch(start + offset, count))
     try:
-        return _summarize(view)
+        return _summarize(view, inner)
     finally:
         view.release()
 
 
-def _summarize(view: memoryview) -> CubinSummary:
-    header = read_header(view)
-    sections = Sections(view, header)
+def _summarize(view: memoryview, fetch: Fetch | None) -> CubinSummary:
+    header = read_header(view, fetch=fetch)
+    sections = Sections(view, header, fetch=fetch)
     names = [sections.name(index) for index in range(sections.count)]
     functions = _functions(sections, names)
     by_section = {f.section_index: f for f in functions}

@@ -19,6 +19,7 @@ from postmortem.analysis.counts import count_faults
 from postmortem.analysis.crosscheck import CrossCheck
 from postmortem.analysis.fault import FaultSite
 from postmortem.analysis.hang import HangAnalysis
+from postmortem.analysis.oncall import oncall_summary
 from postmortem.analysis.provenance import ToolUse
 from postmortem.analysis.state import KernelState
 from postmortem.analysis.verdict import Verdict, VerdictKind
@@ -26,6 +27,8 @@ from postmortem.demangle import demangle
 from postmortem.findings import Finding
 from postmortem.model import Fault, FaultSource
 from postmortem.report.forensics import builds_json, census_json, counts_json, forensics_json
+from postmortem.report.host import host_json
+from postmortem.report.oncall import oncall_json
 from postmortem.report.values import (
     Json,
     dim_or_none,
@@ -47,6 +50,7 @@ def build_report(analysis: Analysis) -> Json:
         "schema": SCHEMA,
         "tool": {"name": "postmortem", "version": __version__},
         "dump": _dump(analysis.path, summary),
+        "oncall": oncall_json(oncall_summary(analysis)),
         "verdict": _verdict(analysis.verdict),
         "sites": sites,
         "launches": [_launch(x) for x in summary.launches],
@@ -59,6 +63,7 @@ def build_report(analysis: Analysis) -> Json:
         "builds": builds_json(analysis.builds),
         "crosscheck": _crosscheck(analysis.crosscheck, analysis.gdb_note),
         "provenance": _provenance(analysis.provenance),
+        "host": host_json(analysis.host),
     }
 
 

@@ -79,20 +79,20 @@ def _arguments(arguments: KernelArguments | None) -> Json | None:
         "source": arguments.source,
         "layout": arguments.layout,
         "items": [_argument(a, a is nearest) for a in arguments.arguments],
-        "attribution": None if nearest is None else f"fault = {_attribution(nearest)}",
+        "attribution": None if nearest is None else f"fault = {nearest.relation}",
     }
 
 
 def _argument(argument: KernelArgument, nearest: bool) -> Json:
     as_int, as_float = _numbers(argument)
     return {
-        "name": _name(argument),
+        "name": argument.label,
         "offset": argument.offset,
         "size_bytes": argument.size_bytes,
         "value_hex": f"0x{argument.value:x}",
         "pointer_like": argument.is_pointer_like,
         "distance": argument.distance,
-        "relation": None if argument.distance is None else _attribution(argument),
+        "relation": argument.relation,
         "nearest": nearest,
         "as_int": as_int,
         "as_float": as_float,
@@ -111,18 +111,6 @@ def _numbers(argument: KernelArgument) -> tuple[int | None, float | None]:
     # An integer read as a float is usually a denormal: only a plausible float is shown.
     plausible = as_float == 0 or (math.isfinite(as_float) and 1e-30 < abs(as_float) < 1e30)
     return as_int, as_float if plausible else None
-
-
-def _name(argument: KernelArgument) -> str:
-    if argument.ordinal is not None:
-        return f"arg{argument.ordinal}"
-    return f"slot {argument.offset // 8}"
-
-
-def _attribution(argument: KernelArgument) -> str:
-    distance = argument.distance or 0
-    sign = "-" if distance < 0 else "+"
-    return f"{_name(argument)} {sign} 0x{abs(distance):x}"
 
 
 def counts_json(counts: FaultCounts) -> Json:

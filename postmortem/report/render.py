@@ -31,8 +31,9 @@ from postmortem.config import cache_folder
 from postmortem.demangle import collapse_templates, demangle
 from postmortem.report.textsafe import escape_controls
 
-Kind = Literal["analyze", "info", "extract", "scan"]
-"""What is rendered: one dump's report, its summary, an extract index, a scan index."""
+Kind = Literal["analyze", "info", "extract", "scan", "incident"]
+"""What is rendered: one dump's report, its summary, an extract index, a scan index, the
+incident of several dumps."""
 
 # Per kind: the template of each format (JSON needs none) and the name the data has in it.
 _TEMPLATES: dict[str, dict[str, str]] = {
@@ -40,8 +41,12 @@ _TEMPLATES: dict[str, dict[str, str]] = {
     "info": {"text": "info.txt.j2"},
     "extract": {"text": "extract.txt.j2"},
     "scan": {"text": "scan.txt.j2", "md": "scan.md.j2", "html": "scan.html.j2"},
+    "incident": {"text": "incident.txt.j2", "md": "incident.md.j2", "html": "incident.html.j2"},
 }
-_DATA_NAME = {"analyze": "report", "info": "summary", "extract": "cubins", "scan": "index"}
+_DATA_NAME = {
+    "analyze": "report", "info": "summary", "extract": "cubins", "scan": "index",
+    "incident": "incident",
+}  # fmt: skip
 
 
 def formats(kind: Kind) -> tuple[str, ...]:
@@ -197,14 +202,15 @@ def render(kind: Kind, data: Any, fmt: str, *, color: bool = False, verbose: boo
 
     `color` adds ANSI styles to text; `verbose` lists every faulting lane's address of a
     report instead of the first few. A scan index in JSON is JSON lines: the scan, then
-    every dump, then every group.
+    every dump, then every group (with `scan --incident`, the incident after the scan).
 
     Raises:
         ValueError: `kind` has no `fmt` format.
     """
     if fmt == "json":
         if kind == "scan":
-            objects = [data["summary"], *data["dumps"], *data["groups"]]
+            incident = [data["incident"]] if data.get("incident") else []
+            objects = [data["summary"], *incident, *data["dumps"], *data["groups"]]
             return "".join(json.dumps(o, sort_keys=True) + "\n" for o in objects)
         return json.dumps(data, indent=2, sort_keys=True) + "\n"
     if fmt not in _TEMPLATES[kind]:

@@ -2,7 +2,8 @@
 
 An entry is keyed by the dump's path, size, modification time, content fingerprint
 (`postmortem.scan.fingerprint`) and the scan's settings (`settings_key`: postmortem's and the
-signature's version, the rules, path maps, tools), and holds the row as JSON. It lives in
+signature's version, the rules, path maps, tools), and holds the row as JSON, and the Sentry
+projects that took the dump's event (`--sentry-dsn`), so that no scan sends it twice. It lives in
 one SQLite file outside the scanned trees (by default ``$XDG_CACHE_HOME/postmortem``), so a
 scan never writes where it reads.
 
@@ -29,13 +30,13 @@ from postmortem.config import cache_folder
 from postmortem.errors import ScanCacheError
 from postmortem.scan.row import DumpRow, row_from_dict, row_to_dict
 
-_SCHEMA = 3
+_SCHEMA = 4
 _CREATE = """
 create table if not exists rows (
     path text not null, settings text not null, size integer not null,
     mtime_ns integer not null, fingerprint text not null, row text not null,
     ctime_ns integer not null, inode integer not null, device integer not null,
-    recorded_ns integer not null,
+    recorded_ns integer not null, sent text not null default '',
     primary key (path, settings)
 )
 """
@@ -135,11 +136,35 @@ class ScanCache:
         try:
             with self._db:
                 self._db.execute(
-                    "insert or replace into rows values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    "insert or replace into rows values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, '')",
                     (_key(path), settings, state.size, state.mtime_ns, print_,
                      json.dumps(row_to_dict(row)), state.ctime_ns, state.inode, state.device,
                      time.time_ns()),
                 )  # fmt: skip
+        except sqlite3.Error:
+            self.write_failures += 1
+
+    def was_sent(self, path: str, settings: str, target: str) -> bool:
+        """True when the entry of `path` records its event as taken by `target` (a Sentry
+        project's `SentryTarget.id`). A new entry (the dump changed) records nothing."""
+        try:
+            found = self._db.execute(
+                "select sent from rows where path = ? and settings = ?", (_key(path), settings)
+            ).fetchone()
+        except sqlite3.Error:
+            return False
+        return found is not None and target in found[0].split()
+
+    def mark_sent(self, path: str, settings: str, target: str) -> None:
+        """Record in the entry of `path` that `target` took its event (never raises, as
+        `put`: the cost of a failure is an event sent again, which Sentry takes as the same)."""
+        try:
+            with self._db:
+                self._db.execute(
+                    "update rows set sent = trim(sent || ' ' || ?) "
+                    "where path = ? and settings = ? and instr(' ' || sent || ' ', ?) = 0",
+                    (target, _key(path), settings, f" {target} "),
+                )
         except sqlite3.Error:
             self.write_failures += 1
 

@@ -25,9 +25,11 @@ from postmortem.scan.command import (
     scan_exit_status,
     sign_dump,
 )
+from postmortem.scan.engine import EngineChoice, check_engine
 from postmortem.scan.index import signature_view
 from postmortem.scan.names import DEFAULT_PATTERNS, compile_pattern
 from postmortem.scan.run import ScanOptions, ScanResult
+from postmortem.scan.sentry import sentry_target
 from postmortem.scan.since import parse_since
 from postmortem.scan.worker import WorkOptions
 
@@ -69,6 +71,14 @@ class ScanSettings:
     cache_path: Path | None = None
     """None: the default cache file."""
     use_cache: bool = True
+    engine: str = "local"
+    """Where the dumps are analyzed: "local" (worker processes) or "dask"."""
+    scheduler: str | None = None
+    """The Dask scheduler's address, for --engine dask."""
+    sentry_dsn: str | None = None
+    """Send one event per dump to this Sentry project."""
+    incident: bool = False
+    """Take the dumps as those of one job: add the incident block to the index."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,6 +132,9 @@ def scan_request(
     cuda-gdb runs only for the per-dump reports, and no tool longer than a dump may take.
     """
     _check_patterns(settings.name_patterns)
+    engine = EngineChoice(settings.engine, settings.scheduler)
+    check_engine(engine)
+    sentry = sentry_target(settings.sentry_dsn) if settings.sentry_dsn else None
     since = None
     if settings.since:
         try:
@@ -140,14 +153,15 @@ def scan_request(
     analyze = replace(analyze, localize=localize, cuda_gdb=analyze.cuda_gdb and reports is not None)
     work = WorkOptions(
         analyze, _rules(settings.rules), settings.name_patterns + DEFAULT_PATTERNS, reports,
-        report_format,
+        report_format, triage=sentry is not None,
     )  # fmt: skip
     cache = (settings.cache_path or default_cache_path()) if settings.use_cache else None
     options = ScanOptions(
         work, jobs=settings.jobs or _usable_cpus(), timeout_s=settings.timeout_s,
-        follow_symlinks=settings.follow_symlinks, since=since, cache_path=cache,
+        follow_symlinks=settings.follow_symlinks, since=since, cache_path=cache, engine=engine,
+        sentry=sentry,
     )  # fmt: skip
-    outputs = ScanOutputs(fmt, settings.output, settings.jsonl, tty)
+    outputs = ScanOutputs(fmt, settings.output, settings.jsonl, tty, settings.incident)
     return ScanRequest(roots, options, outputs)
 
 

@@ -16,6 +16,8 @@ from postmortem.analysis.signature import (
 )
 from postmortem.errors import ExitStatus, ScanOutputError
 from postmortem.report.render import render
+from postmortem.report.textsafe import escape_controls
+from postmortem.scan.incident import incident_view
 from postmortem.scan.index import build_index
 from postmortem.scan.progress import ProgressBar
 from postmortem.scan.run import ScanOptions, ScanResult, run_scan
@@ -33,6 +35,8 @@ class ScanOutputs:
     """JSON lines written besides the index; None: none."""
     progress: bool
     """Draw a progress bar on standard error."""
+    incident: bool = False
+    """Add the incident block (`--incident`): the dumps taken as those of one job."""
 
 
 def scan_command(
@@ -49,12 +53,18 @@ def scan_command(
     finally:
         if bar is not None:
             bar.close()
+    for line in result.warnings:
+        print(escape_controls(f"warning: {line}"), file=sys.stderr)
     base = outputs.output.parent if outputs.output else None
     index = build_index(result, base)
+    if outputs.incident:
+        index["incident"] = incident_view(result)
     text = render("scan", index, outputs.fmt)
     # surrogateescape: a file name that is not UTF-8 is written back as its own bytes.
     if outputs.jsonl is not None:
         jsonl_index = build_index(result, outputs.jsonl.parent)
+        if outputs.incident:
+            jsonl_index["incident"] = index["incident"]
         _write(outputs.jsonl, render("scan", jsonl_index, "json"))
     if outputs.output is not None:
         _write(outputs.output, text)

@@ -23,6 +23,8 @@ from typing import BinaryIO
 from postmortem.coredump.decompress import CODEC_MAGIC_BYTES, read_decompressed_head, sniff_codec
 from postmortem.elf import core_header_problem
 from postmortem.errors import CompressedDumpError
+from postmortem.scan.remote import ObjectInfo, iter_remote_dumps
+from postmortem.urls import DumpUrl
 
 _HEADER_BYTES = 20  # e_ident (16), e_type (2), e_machine (2)
 _DUMP_NAME_HINTS = (".nvcudmp", "cudacore", "cuda_core")
@@ -43,9 +45,11 @@ class Candidate:
     that could not be listed."""
 
     path: Path
-    """The path under the scanned tree (links not resolved)."""
+    """The path under the scanned tree (links not resolved), or a `DumpUrl`."""
     unreadable: str | None = None
     """Why it could not be read or listed (it is then an error row); None when readable."""
+    stored: ObjectInfo | None = None
+    """What the object store says of a dump given by URL (size, time, version tag)."""
 
 
 def is_dump_header(head: bytes) -> bool:
@@ -91,7 +95,13 @@ def iter_dumps(roots: Sequence[Path], *, follow_symlinks: bool = False) -> Itera
 
     A root that is a regular file is taken as it is (an error row later if it is no dump);
     one that is missing or not a regular file (a device, a FIFO) is an error row at once.
+    A `DumpUrl` root is an object-store prefix (or one object), listed first.
     """
+    urls = [root for root in roots if isinstance(root, DumpUrl)]
+    roots = [root for root in roots if not isinstance(root, DumpUrl)]
+    for url in urls:
+        for found, stored, problem in iter_remote_dumps(url):
+            yield Candidate(found, problem, stored)
     trees = [Path(os.path.realpath(root)) for root in roots if root.is_dir()]
     # Files and directories are told apart by (device, inode): links never yield a file twice
     # and a link back up the tree ends there.

@@ -12,7 +12,7 @@ from postmortem._version import __version__
 from postmortem.analysis.signature import SIGNATURE_VERSION, Signature
 from postmortem.model import describe_exception
 from postmortem.scan.group import CoarseGroup, Group
-from postmortem.scan.row import DumpRow
+from postmortem.scan.row import DumpRow, dump_id
 from postmortem.scan.run import ScanResult
 
 
@@ -54,7 +54,8 @@ def signature_view(signature: Signature) -> dict[str, Any]:
 def dump_view(row: DumpRow, earliest: bool, base: Path | None) -> dict[str, Any]:
     """One dump as plain data: a JSON line, a row of the index."""
     return {
-        "type": "dump", "path": row.path, "status": row.status, "error": row.error,
+        "type": "dump", "id": dump_id(row), "fingerprint": row.fingerprint,
+        "path": row.path, "status": row.status, "error": row.error,
         "size_bytes": row.size_bytes, "mtime": row.mtime, "time": row.time,
         "time_iso": iso_time(row.time), "time_source": row.time_source, "host": row.host,
         "pid": row.pid, "driver_version": row.driver_version, "devices": list(row.devices),

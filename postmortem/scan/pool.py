@@ -25,8 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from postmortem.scan.disasm_store import ScanDisassemblyStore
-from postmortem.scan.row import STATUS_CRASHED, STATUS_TIMEOUT, DumpRow, error_row
-from postmortem.scan.worker import WorkOptions, scan_dump, with_store
+from postmortem.scan.row import STATUS_CRASHED, STATUS_TIMEOUT, DumpRow
+from postmortem.scan.worker import WorkOptions, lost_row, scan_dump, with_store
 
 _TICK_S = 0.2
 # Dumps handed to a worker ahead of time: it starts the next one as soon as it sends a row,
@@ -165,12 +165,7 @@ class WorkerPool:
         path, elapsed = slot.tasks.popleft(), time.monotonic() - slot.started
         pending.extendleft(reversed(slot.tasks))
         self._replace(slot)
-        try:
-            info = os.stat(path)
-            size, mtime = info.st_size, info.st_mtime
-        except OSError:
-            size, mtime = 0, 0.0
-        return error_row(str(path), size, mtime, status, message, round(elapsed, 4))
+        return lost_row(path, status, message, round(elapsed, 4))
 
     def _replace(self, slot: _Slot) -> None:
         """A fresh worker in the slot, with nothing in flight."""

@@ -6,15 +6,29 @@ Rows travel between processes and into the cache as plain JSON-ready dicts
 
 from __future__ import annotations
 
+import hashlib
+import os
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from postmortem.analysis.signature import Frame, Quality, Signature
+from postmortem.urls import is_url
 
 STATUS_OK = "ok"
 STATUS_ERROR = "error"
 STATUS_TIMEOUT = "timeout"
 STATUS_CRASHED = "crashed"
+
+
+@dataclass(frozen=True, slots=True)
+class Triage:
+    """What a crash-triage event of a dump needs beyond its row (`--sentry-dsn`): made by the
+    worker that analyzed it, carried to the scan, never cached or written out."""
+
+    verdict: dict[str, Any]
+    """The verdict as plain data (`postmortem.scan.triage.verdict_context`)."""
+    markdown: str
+    """The dump's report, in Markdown."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,21 +71,45 @@ class DumpRow:
     """True when this row came from the cache instead of a fresh analysis."""
     degraded: bool = False
     """True when nvdisasm was missing or failed for it: a later scan analyzes it again."""
+    fingerprint: str | None = None
+    """The content fingerprint of the dump (`postmortem.scan.fingerprint`); None when the
+    file could not be read."""
+    triage: Triage | None = None
+    """For a crash-triage event, when one was asked for; never cached."""
+    headline: str | None = None
+    """The dump's verdict in one line; None for an error row."""
+    live_kernels: tuple[str, ...] = ()
+    """For a dump without a fault, the kernels (mangled) its live warps are in: what tells a
+    collateral dump, waiting in a collective, from a stuck one (`scan --incident`)."""
+    no_gpu_state: bool = False
+    """An error row of a dump that was read but holds no warp and no exception."""
 
     @property
     def failed(self) -> bool:
         return self.status != STATUS_OK
 
 
+def dump_id(row: DumpRow) -> str:
+    """A stable id of the dump of `row`: its absolute path and content, hashed. The same file
+    with the same bytes has the same id at every scan, however its folder is spelled; a copy
+    elsewhere, or new bytes in its place, another."""
+    where = os.fsencode(row.path if is_url(row.path) else os.path.abspath(row.path))
+    digest = hashlib.sha256(where + b"\0" + (row.fingerprint or "unread").encode())
+    return digest.hexdigest()[:32]
+
+
 def row_to_dict(row: DumpRow) -> dict[str, Any]:
-    """A JSON-ready dict of `row`."""
-    return asdict(row)
+    """A JSON-ready dict of `row`, without its triage facts (which are never cached)."""
+    return asdict(replace(row, triage=None))
 
 
 def row_from_dict(data: dict[str, Any]) -> DumpRow:
     """The row `row_to_dict` made; raises KeyError or TypeError on anything else."""
     fields = dict(data)
     fields["devices"] = tuple(fields["devices"])
+    fields["live_kernels"] = tuple(fields["live_kernels"])  # absent: an older row, recomputed
+    if fields.get("triage") is not None:
+        fields["triage"] = Triage(**fields["triage"])
     signature = fields["signature"]
     if signature is not None:
         sig = dict(signature)

@@ -8,7 +8,7 @@ import json
 import os
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
 
@@ -17,13 +17,15 @@ from postmortem.analysis.signature import SIGNATURE_VERSION
 from postmortem.errors import ToolNotFound
 from postmortem.scan.cache import FileState, ScanCache
 from postmortem.scan.discover import Candidate, iter_dumps
+from postmortem.scan.engine import EngineChoice, open_engine
 from postmortem.scan.fingerprint import fingerprint
 from postmortem.scan.group import CoarseGroup, Group, coarse_groups, group_rows
 from postmortem.scan.names import parse_name
-from postmortem.scan.pool import WorkerPool
 from postmortem.scan.row import STATUS_ERROR, STATUS_OK, DumpRow, error_row
+from postmortem.scan.sentry import SentrySink, SentryTarget
 from postmortem.scan.worker import REPORT_FAILED, WorkOptions, report_path, with_names
 from postmortem.tools import find_tool, tool_version
+from postmortem.urls import DumpUrl, is_url
 
 Progress = Callable[[int, int, int], None]
 """Called as rows arrive with (dumps done, errors so far, dumps to do)."""
@@ -45,6 +47,10 @@ class ScanOptions:
     memo: bool = True
     """Disassemble each (cubin, function) once: shared through a directory beside the cache
     (``<cache>.disasm``), or once per worker without a cache; False: once per dump."""
+    engine: EngineChoice = EngineChoice()
+    """Where the dumps are analyzed: worker processes here, or a Dask cluster."""
+    sentry: SentryTarget | None = None
+    """Send one event per dump there (`--sentry-dsn`); `work.triage` must be set."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +69,8 @@ class ScanResult:
     """True when Ctrl-C stopped the scan: `rows` holds what was finished."""
     seconds: float
     cache_hits: int
+    warnings: tuple[str, ...] = ()
+    """What went wrong besides the dumps, one line each (a Sentry that was not reached)."""
 
     @property
     def errors(self) -> tuple[DumpRow, ...]:
@@ -99,20 +107,28 @@ def run_scan(
     """Scan every dump under `roots`. Ctrl-C ends it early with what was finished."""
     started = time.monotonic()
     candidates = list(iter_dumps(roots, follow_symlinks=options.follow_symlinks))
-    todo = [c for c in candidates if not _before_since(c.path, options.since)]
+    todo = [c for c in candidates if not _before_since(c, options.since)]
     rows: list[DumpRow] = []
     state = _Tally(progress, len(todo))
     cache = ScanCache(options.cache_path) if options.cache_path else None
+    events = _Events(SentrySink(options.sentry)) if options.sentry else None
     interrupted = False
+    warnings: tuple[str, ...] = ()
     try:
         settings = settings_key(options.work) if cache else ""
-        fresh, seen = _from_cache(todo, cache, settings, options.work, rows, state)
-        pool = WorkerPool(options.jobs, options.work, options.timeout_s, memo=_memo(options))
-        pool.run(fresh, lambda row: _arrived(row, cache, settings, seen, options.work, rows, state))
+        fresh, seen = _from_cache(todo, cache, settings, options, rows, state)
+        engine = open_engine(
+            options.engine, options.work, options.timeout_s, jobs=options.jobs,
+            memo=_memo(options),
+        )  # fmt: skip
+        scan = _Arrivals(cache, settings, seen, options.work, rows, state, events)
+        engine.run(fresh, scan.arrived)
     except KeyboardInterrupt:
         interrupted = True
     finally:
         hits = cache.hits if cache else 0
+        if events is not None:
+            warnings = events.close(cache, settings)
         if cache is not None:
             cache.close()
     kept = _since_kept(rows, todo, options.since)
@@ -121,7 +137,7 @@ def run_scan(
     return ScanResult(
         rows=tuple(kept), groups=groups, coarse=coarse_groups(groups), found=len(candidates),
         left_out=len(candidates) - len(todo) + len(rows) - len(kept), interrupted=interrupted,
-        seconds=time.monotonic() - started, cache_hits=hits,
+        seconds=time.monotonic() - started, cache_hits=hits, warnings=warnings,
     )  # fmt: skip
 
 
@@ -141,12 +157,14 @@ def _since_kept(rows: list[DumpRow], todo: list[Candidate], since: float | None)
     return [r for r in rows if r.time >= since or r.path in unread]
 
 
-def _before_since(path: Path, since: float | None) -> bool:
+def _before_since(candidate: Candidate, since: float | None) -> bool:
     # A dump's own timestamp is never later than its file's mtime, so an older mtime is enough.
     if since is None:
         return False
+    if candidate.stored is not None:  # in an object store: its modification time there
+        return 0.0 < candidate.stored.mtime < since
     try:
-        return os.stat(path).st_mtime < since
+        return os.stat(candidate.path).st_mtime < since
     except OSError:
         return False
 
@@ -165,9 +183,12 @@ class _Tally:
             self.progress(self.done, self.errors, self.total)
 
 
-def _file_state(path: Path) -> FileState | None:
+def _file_state(candidate: Candidate) -> FileState | None:
+    stored = candidate.stored
+    if stored is not None:  # an object's size and time; its version tag is its fingerprint
+        return FileState(stored.size, int(stored.mtime * 1e9), 0, 0, 0)
     try:
-        return FileState.of(os.stat(path))
+        return FileState.of(os.stat(candidate.path))
     except OSError:
         return None
 
@@ -176,13 +197,15 @@ def _from_cache(
     todo: list[Candidate],
     cache: ScanCache | None,
     settings: str,
-    work: WorkOptions,
+    options: ScanOptions,
     rows: list[DumpRow],
     state: _Tally,
 ) -> tuple[list[Path], dict[str, tuple[FileState, str]]]:
     """Rows for the unchanged dumps; the paths that need an analysis, with their stat and
     fingerprint taken before it (a dump that changes while it is analyzed is then seen as
-    changed at the next scan)."""
+    changed at the next scan). A dump whose event Sentry has not taken yet is analyzed
+    again, for its event."""
+    work = options.work
     fresh: list[Path] = []
     seen: dict[str, tuple[FileState, str]] = {}
     for candidate in todo:
@@ -191,28 +214,41 @@ def _from_cache(
             rows.append(with_names(row, parse_name(candidate.path.name, work.name_patterns)))
             state.add(rows[-1])
             continue
-        state_now = _file_state(candidate.path) if cache else None
+        state_now = _file_state(candidate) if cache else None
         hit = None
         if cache and state_now:
             hit = cache.get(
                 _cache_path(candidate.path), settings, state_now,
-                partial(fingerprint, candidate.path),
+                partial(_fingerprint, candidate),
             )  # fmt: skip
         if hit is not None:  # the path as given this time, however it was spelled before
             hit = replace(hit, path=str(candidate.path), cached=True)
-        if hit is not None and _report_present(hit, work):
+        if hit is not None and _report_present(hit, work) and _sent(hit, cache, settings, options):
             rows.append(hit)
             state.add(hit)
             continue
         fresh.append(candidate.path)
         if cache and state_now:
             with contextlib.suppress(OSError):  # the analysis will say why it is unreadable
-                seen[str(candidate.path)] = (state_now, fingerprint(candidate.path))
+                seen[str(candidate.path)] = (state_now, _fingerprint(candidate))
     return fresh, seen
 
 
+def _fingerprint(candidate: Candidate) -> str:
+    if candidate.stored is not None:
+        return candidate.stored.fingerprint(DumpUrl(str(candidate.path)))
+    return fingerprint(candidate.path)
+
+
 def _cache_path(path: str | Path) -> str:
-    return os.path.abspath(path)
+    return str(path) if is_url(path) else os.path.abspath(path)
+
+
+def _sent(row: DumpRow, cache: ScanCache | None, settings: str, options: ScanOptions) -> bool:
+    """True unless a Sentry event is asked for and the cache has no record of it sent."""
+    if options.sentry is None or row.signature is None or cache is None:
+        return True
+    return cache.was_sent(_cache_path(row.path), settings, options.sentry.id)
 
 
 def _report_present(row: DumpRow, work: WorkOptions) -> bool:
@@ -222,22 +258,55 @@ def _report_present(row: DumpRow, work: WorkOptions) -> bool:
     return row.report == str(expected) and expected.is_file()
 
 
-def _arrived(
-    row: DumpRow,
-    cache: ScanCache | None,
-    settings: str,
-    seen: dict[str, tuple[FileState, str]],
-    work: WorkOptions,
-    rows: list[DumpRow],
-    state: _Tally,
-) -> None:
-    row = with_names(row, parse_name(Path(row.path).name, work.name_patterns))
-    rows.append(row)
-    state.add(row)
-    if cache is None or row.status not in (STATUS_OK, STATUS_ERROR) or row.degraded:
-        return
-    if row.error and row.error.startswith(REPORT_FAILED):
-        return
-    if row.path in seen:
-        state_before, print_ = seen[row.path]
-        cache.put(_cache_path(row.path), settings, state_before, print_, row)
+@dataclass(slots=True)
+class _Events:
+    """The Sentry events of a scan: sent as rows arrive, recorded in the cache once taken."""
+
+    sink: SentrySink
+    pending: dict[str, str] = field(default_factory=dict)
+    """Event id: the cache key of its dump."""
+
+    def send(self, row: DumpRow) -> None:
+        event_id = self.sink.send(row)
+        if event_id is not None:
+            self.pending[event_id] = _cache_path(row.path)
+
+    def close(self, cache: ScanCache | None, settings: str) -> tuple[str, ...]:
+        """Wait for Sentry; record what it took; the warning, if any."""
+        delivery = self.sink.close()
+        if cache is not None:
+            for event_id in delivery.sent:
+                cache.mark_sent(self.pending[event_id], settings, self.sink.target.id)
+        warning = delivery.warning(self.sink.target, "they are sent again at the next scan")
+        return (warning,) if warning else ()
+
+
+@dataclass(slots=True)
+class _Arrivals:
+    """What the scan does with each row an engine gives back."""
+
+    cache: ScanCache | None
+    settings: str
+    seen: dict[str, tuple[FileState, str]]
+    work: WorkOptions
+    rows: list[DumpRow]
+    state: _Tally
+    events: _Events | None
+
+    def arrived(self, row: DumpRow) -> None:
+        row = with_names(row, parse_name(Path(row.path).name, self.work.name_patterns))
+        self._cache(row)
+        if self.events is not None:
+            self.events.send(row)
+        self.rows.append(replace(row, triage=None))  # its Markdown is sent; not kept
+        self.state.add(row)
+
+    def _cache(self, row: DumpRow) -> None:
+        cache = self.cache
+        if cache is None or row.status not in (STATUS_OK, STATUS_ERROR) or row.degraded:
+            return
+        if row.error and row.error.startswith(REPORT_FAILED):
+            return
+        if row.path in self.seen:
+            state_before, print_ = self.seen[row.path]
+            cache.put(_cache_path(row.path), self.settings, state_before, print_, row)

@@ -13,6 +13,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from postmortem.analysis.analyze import Analysis, AnalyzeOptions, analyze_dump
 from postmortem.analysis.signature import (
@@ -22,13 +23,17 @@ from postmortem.analysis.signature import (
 )
 from postmortem.cubin.nvdisasm import DisassemblyStore
 from postmortem.demangle import demangle
-from postmortem.errors import PostmortemError
+from postmortem.errors import NoGpuState, PostmortemError
 from postmortem.findings import Finding, FindingCode
 from postmortem.report.context import build_report
 from postmortem.report.render import render
 from postmortem.report.values import version_or_none
+from postmortem.scan.fingerprint import fingerprint
 from postmortem.scan.names import DEFAULT_PATTERNS, NameFacts, parse_name
-from postmortem.scan.row import STATUS_ERROR, DumpRow, error_row
+from postmortem.scan.remote import object_info, stat_dump
+from postmortem.scan.row import STATUS_ERROR, DumpRow, Triage, error_row
+from postmortem.scan.triage import verdict_context
+from postmortem.urls import DumpUrl
 
 REPORT_SUFFIXES = {"text": "txt", "md": "md", "html": "html", "json": "json"}
 REPORT_FAILED = "cannot write its report"
@@ -46,6 +51,9 @@ class WorkOptions:
     reports_dir: Path | None = None
     """Where per-dump reports go; None: no reports."""
     report_format: str = "html"
+    triage: bool = False
+    """Give each row what a crash-triage event needs (`DumpRow.triage`): the verdict and
+    the report in Markdown."""
 
 
 def with_store(options: WorkOptions, store: DisassemblyStore) -> WorkOptions:
@@ -64,33 +72,88 @@ def report_path(dump: str, options: WorkOptions) -> Path | None:
     return options.reports_dir / f"{stem}-{tag}.{suffix}"
 
 
-def scan_dump(path: Path, options: WorkOptions) -> DumpRow:
-    """The row of the dump at `path` (an error row when it cannot be analyzed)."""
+def scan_dump(path: Path, options: WorkOptions, name: str | None = None) -> DumpRow:
+    """The row of the dump at `path` (an error row when it cannot be analyzed).
+
+    `name`: the path as the scan names it, when `path` is another spelling of it (a Dask
+    worker opens the absolute path); the row, and its report's file name, use `name`.
+    """
     started = time.monotonic()
-    names = parse_name(path.name, options.name_patterns)
+    shown = str(path) if name is None else name
+    names = parse_name(Path(shown).name, options.name_patterns)
     try:
-        info = os.stat(path)
+        info = stat_dump(path)
     except OSError as error:
-        return with_names(error_row(str(path), 0, 0.0, STATUS_ERROR, _oneline(error)), names)
+        return with_names(error_row(shown, 0, 0.0, STATUS_ERROR, _oneline(error)), names)
+    print_ = content_fingerprint(path)
     try:
-        analysis = analyze_dump(path, options.analyze)
-        row = _with_report(_row(path, analysis, info, names, options), analysis, options)
+        analysis = _named(analyze_dump(path, options.analyze), shown)
+        row = _with_outputs(_row(shown, analysis, info, names, options), analysis, options)
     except PostmortemError as error:
         # Our errors start with the path; the row already names it.
         message = _oneline(error).removeprefix(f"{path}: ")
-        row = error_row(str(path), info.st_size, info.st_mtime, STATUS_ERROR, message)
+        row = error_row(shown, info.st_size, info.st_mtime, STATUS_ERROR, message)
+        row = replace(row, no_gpu_state=isinstance(error, NoGpuState))
     except Exception as error:  # a bug of ours must not stop the scan: say it in the row
         message = f"internal error: {type(error).__name__}: {_oneline(error)}"
-        row = error_row(str(path), info.st_size, info.st_mtime, STATUS_ERROR, message)
-    return replace(with_names(row, names), seconds=round(time.monotonic() - started, 4))
+        row = error_row(shown, info.st_size, info.st_mtime, STATUS_ERROR, message)
+    row = replace(row, seconds=round(time.monotonic() - started, 4), fingerprint=print_)
+    return with_names(row, names)
 
 
-def _with_report(row: DumpRow, analysis: Analysis, options: WorkOptions) -> DumpRow:
+def _named(analysis: Analysis, name: str) -> Analysis:
+    """`analysis` naming its dump `name`, as the scan does (its report says so too)."""
+    if str(analysis.path) == name:
+        return analysis
+    return replace(analysis, path=Path(name), summary=replace(analysis.summary, path=name))
+
+
+def content_fingerprint(path: Path) -> str | None:
+    """The content fingerprint of the dump at `path`; None when it cannot be read."""
+    try:
+        if isinstance(path, DumpUrl):
+            return object_info(path).fingerprint(path)
+        return fingerprint(path)
+    except OSError:
+        return None
+
+
+def lost_row(
+    path: Path, status: str, message: str, seconds: float, name: str | None = None
+) -> DumpRow:
+    """The row of a dump whose analysis gave no result (a timeout, a worker that died)."""
+    try:
+        info = stat_dump(path)
+        size, mtime = info.st_size, info.st_mtime
+    except OSError:
+        size, mtime = 0, 0.0
+    row = error_row(str(path) if name is None else name, size, mtime, status, message, seconds)
+    return replace(row, fingerprint=content_fingerprint(path))
+
+
+def triage_row(path: Path, analysis: Analysis, options: WorkOptions) -> DumpRow:
+    """The row of one analyzed dump with its triage facts (`postmortem analyze --sentry-dsn`)."""
+    try:
+        info = stat_dump(path)
+    except OSError:  # gone since, or not a local file: no size, and no time but its own
+        info = os.stat_result((0,) * 10)
+    names = parse_name(path.name, options.name_patterns)
+    row = _with_outputs(_row(str(path), analysis, info, names, options), analysis, options)
+    return with_names(replace(row, fingerprint=content_fingerprint(path)), names)
+
+
+def _with_outputs(row: DumpRow, analysis: Analysis, options: WorkOptions) -> DumpRow:
     target = report_path(row.path, options)
+    if target is None and not options.triage:
+        return row
+    report = build_report(analysis)
+    if options.triage:
+        markdown = render("analyze", report, "md")
+        row = replace(row, triage=Triage(verdict_context(report), markdown))
     if target is None:
         return row
     try:
-        _write_report(analysis, target, options.report_format)
+        _write_report(report, target, options.report_format)
     except OSError as error:  # the dump was read; only its report is missing
         message = f"{REPORT_FAILED} {target}: {error.strerror or error}"
         return error_row(row.path, row.size_bytes, row.mtime, STATUS_ERROR, message)
@@ -98,7 +161,7 @@ def _with_report(row: DumpRow, analysis: Analysis, options: WorkOptions) -> Dump
 
 
 def _row(
-    path: Path, analysis: Analysis, info: os.stat_result, names: NameFacts, options: WorkOptions
+    path: str, analysis: Analysis, info: os.stat_result, names: NameFacts, options: WorkOptions
 ) -> DumpRow:
     summary = analysis.summary
     meta = summary.metadata
@@ -117,12 +180,15 @@ def _row(
         when, source = float(names.time), "name"
     driver = version_or_none(meta.driver_version) if meta else None
     return DumpRow(
-        path=str(path), size_bytes=info.st_size, mtime=info.st_mtime, status="ok", error=None,
+        path=path, size_bytes=info.st_size, mtime=info.st_mtime, status="ok", error=None,
         time=when, time_source=source, host=names.host, pid=names.pid, driver_version=driver,
         devices=tuple(d.name or "?" for d in summary.devices), exception=facts.exception,
         kernel=demangle(facts.kernel) if facts.kernel else None,
         fault_sites=len(analysis.sites), signature=signature,
-        degraded=trouble is not None,
+        degraded=trouble is not None, headline=analysis.verdict.headline,
+        live_kernels=() if analysis.sites else tuple(
+            dict.fromkeys(k.kernel or "" for k in analysis.state if k.warps)
+        ),
     )  # fmt: skip
 
 
@@ -148,8 +214,8 @@ def with_names(row: DumpRow, names: NameFacts) -> DumpRow:
     return replace(row, host=names.host, pid=names.pid)
 
 
-def _write_report(analysis: Analysis, target: Path, fmt: str) -> None:
-    text = render("analyze", build_report(analysis), fmt)
+def _write_report(report: dict[str, Any], target: Path, fmt: str) -> None:
+    text = render("analyze", report, fmt)
     partial = target.with_name(f".{target.name}.{os.getpid()}.part")
     partial.write_text(text, encoding="utf-8", errors="surrogateescape")
     partial.replace(target)

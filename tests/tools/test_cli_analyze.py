@@ -24,8 +24,11 @@ def test_verdict_comes_first_and_the_fault_is_marked():
     result = analyze(DUMPS / "oob_store.nvcudmp", "--source-dir", FIXTURES / "cu")
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
-    assert "Warp Illegal Address (exception 14) in oob_kernel(float*, int, float)" in lines[0]
-    assert f"0x{truth['error_pc']:x} = oob_kernel+0x{truth['offset']:x}" in lines[1]
+    # The on-call summary comes first, then the verdict line of the fault.
+    assert lines[1].startswith("  problem class:    illegal memory access in a kernel")
+    verdict = lines.index("") + 1
+    assert "Warp Illegal Address (exception 14) in oob_kernel(float*, int, float)" in lines[verdict]
+    assert f"0x{truth['error_pc']:x} = oob_kernel+0x{truth['offset']:x}" in lines[verdict + 1]
     assert f"  --> /*{truth['offset']:04x}*/  {truth['sass'].rstrip(' ;')}" in lines
     assert any(line.startswith("  #0 include/store.cuh:10") for line in lines)
     assert any("@pm fault" in line for line in lines)
@@ -121,7 +124,8 @@ def test_a_hang_dump_is_analyzed_as_a_hang_and_the_mode_can_be_forced():
     require_tool("nvdisasm")
     hang = analyze(DUMPS / "hang_barrier.nvcudmp", "--no-gdb")
     assert hang.returncode == 0
-    assert hang.stdout.splitlines()[0].endswith(
+    lines = hang.stdout.splitlines()
+    assert lines[lines.index("") + 1].endswith(
         "hang: block (1,0,0): 1 warp(s) wait at a block barrier while 3 warp(s) of the same "
         "block are elsewhere: a __syncthreads() that not every thread of the block reaches"
     )

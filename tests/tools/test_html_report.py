@@ -312,7 +312,9 @@ def test_every_fault_site_gets_its_own_section():
     ids = [attrs.get("id") for tag, attrs in page.tags if tag == "section"]
     assert {"site-1", "site-2"} <= set(ids)
     assert "Fault site 2 of 2" in page.text and "2 fault sites in this dump" in page.text
-    assert page.text.count(report["sites"][0]["diagnoses"][0]["remedy"]) == 2
+    # (the remedy once per site, and once more as the on-call summary's next step)
+    assert report["oncall"]["next_step"]["source"] == "no-line-info"
+    assert page.text.count(report["sites"][0]["diagnoses"][0]["remedy"]) == 3
 
 
 def test_without_nvdisasm_the_page_says_why_there_is_no_sass():

@@ -23,18 +23,21 @@ LAYERS: dict[str, frozenset[str]] = {
     "coredump": frozenset({"base"}),
     "cubin": frozenset({"base"}),
     "gdb": frozenset({"base"}),
+    # What the host printed (logs read and parsed): knows nothing of the dump.
+    "host": frozenset({"base"}),
     "codemap": frozenset({"base", "coredump", "cubin"}),
-    "analysis": frozenset({"base", "coredump", "cubin", "gdb", "codemap"}),
+    "analysis": frozenset({"base", "coredump", "cubin", "gdb", "host", "codemap"}),
     # The public library API re-exports the reader and the analysis, so it sits above both;
     # nothing below it imports it (the version is read from postmortem._version, in base).
-    "api": frozenset({"base", "coredump", "cubin", "gdb", "codemap", "analysis"}),
+    "api": frozenset({"base", "coredump", "cubin", "gdb", "host", "codemap", "analysis"}),
     # The report projects an analysis; it never reads the dump or runs a tool itself.
-    "report": frozenset({"base", "codemap", "analysis"}),
+    "report": frozenset({"base", "host", "codemap", "analysis"}),
     "commands": frozenset(
-        {"base", "coredump", "cubin", "gdb", "codemap", "api", "analysis", "report"}
+        {"base", "coredump", "cubin", "gdb", "host", "codemap", "api", "analysis", "report"}
     ),
     "cli": frozenset(
-        {"base", "coredump", "cubin", "gdb", "codemap", "api", "analysis", "report", "commands"}
+        {"base", "coredump", "cubin", "gdb", "host", "codemap", "api", "analysis", "report"}
+        | {"commands"}
     ),
 }
 
@@ -50,22 +53,38 @@ LAYER_OF: dict[str, str] = {
     "postmortem.toolrun": "base",
     "postmortem.tools": "base",
     "postmortem.config": "base",
+    "postmortem.urls": "base",
     # The native reader, the cubin inspector with its nvdisasm adapter, the cuda-gdb adapter:
     # three siblings that know nothing of each other.
     "postmortem.coredump": "coredump",
     "postmortem.cubin": "cubin",
     "postmortem.gdb": "gdb",
+    "postmortem.host": "host",
     # Reader and cubins joined: where code is, and what the native reader found.
     "postmortem.codemap": "codemap",
     "postmortem.summary": "codemap",
     "postmortem.salvage": "codemap",
     "postmortem.analysis": "analysis",
+    # The on-call summary and the incident of many dumps: what the analysis means, in short.
+    "postmortem.analysis.collective": "analysis",
+    "postmortem.analysis.oncall": "analysis",
+    "postmortem.analysis.oncall_evidence": "analysis",
+    "postmortem.analysis.incident": "analysis",
     # postmortem/__init__.py alone (not the modules under it): the public library API, the
     # reader's and the analysis's names (imported on first use, but imported all the same).
     "postmortem": "api",
     "postmortem.report": "report",
+    "postmortem.report.oncall": "report",
+    "postmortem.report.incident": "report",
     # The work behind the commands that write files: they render through report/.
     "postmortem.scan": "commands",
+    # Where a scan's analyses run (local pool, Dask) and its Sentry events: the scan's own.
+    "postmortem.scan.engine": "commands",
+    "postmortem.scan.dask_engine": "commands",
+    "postmortem.scan.triage": "commands",
+    "postmortem.scan.sentry": "commands",
+    "postmortem.scan.incident": "commands",
+    "postmortem.capture": "commands",
     "postmortem.extract": "commands",
     "postmortem.commands": "commands",
     "postmortem.cli": "cli",

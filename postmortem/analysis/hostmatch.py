@@ -1,0 +1,142 @@
+"""How a name or an address the host printed is matched to the dump's, and how closely.
+
+Tools spell one kernel differently: compute-sanitizer writes ``const T *`` where the
+demangler writes ``T const*``, a device assert prints the bare function name, SGLang logs
+the Python API that launched the kernel (``sglang.custom_op.fused_inplace_qknorm``). Each
+match therefore says how it was made, from the strongest to the weakest, so a report can
+tell an exact match from a guess.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+
+from postmortem.analysis.address import LaneAddress
+from postmortem.demangle import ELLIPSIS, collapse_templates, demangle, without_parameters
+from postmortem.model import Dim3
+
+PAGE_BYTES = 4096
+"""The MMU reports a fault at the page's start: 4 KiB, the small page."""
+BIG_PAGE_BYTES = 64 << 10
+"""GPU big pages, which some faults report instead."""
+
+EXACT = "exact name"
+NO_PARAMETERS = "same name, parameters aside"
+BASE_NAME = "same base name (namespaces and template arguments aside)"
+IN_KERNEL_NAME = "the call's name is part of the kernel's name"
+IN_TEMPLATE = "the call's name is part of the kernel's template arguments"
+LOOSE = "the call's name is part of the kernel's name, case and underscores aside"
+_API_TIERS = (EXACT, BASE_NAME, IN_KERNEL_NAME, IN_TEMPLATE, LOOSE)
+
+# Parts of an API's dotted name that say nothing of which kernel it launches.
+_GENERIC = frozenset({
+    "sglang", "sgl_kernel", "srt", "custom_op", "custom_ops", "quant_method", "diffusion",
+    "layers", "ops", "torch", "forward", "forward_cuda", "forward_native", "apply", "impl",
+    "__call__", "call", "run", "kernel", "kernels", "_c", "module", "model",
+})  # fmt: skip
+_SPLIT = re.compile(r"[.:]+")
+
+
+def base_name(name: str) -> str:
+    """``void at::native::k<4, F>(int, F)`` → ``k``: no namespaces, templates, parameters."""
+    short = collapse_templates(without_parameters(name.strip()))
+    short = short.replace("<" + ELLIPSIS + ">", "")
+    return short.rsplit("::", 1)[-1].strip()
+
+
+def match_kernel(host: str, mangled: str) -> str | None:
+    """How the kernel name a tool printed (`host`) names the dump's kernel, or None."""
+    host = host.strip()
+    demangled = demangle(mangled)
+    if not host:
+        return None
+    if host in (mangled, demangled):
+        return EXACT
+    if _squeeze(without_parameters(host)) == _squeeze(without_parameters(demangled)):
+        return NO_PARAMETERS
+    base = base_name(demangled)
+    if base and base_name(host) == base:
+        return BASE_NAME
+    return None
+
+
+def match_api(call: str, mangled: str) -> str | None:
+    """How an SGLang kernel API's name (`call`) names the dump's kernel, or None."""
+    demangled = demangle(mangled)
+    if call in (mangled, demangled, without_parameters(demangled)):
+        return EXACT
+    parts = [p for p in _SPLIT.split(call) if p and p.lower() not in _GENERIC]
+    base = base_name(demangled)
+    if not parts or not base:
+        return None
+    if parts[-1] == base or base in parts:
+        return BASE_NAME
+    words = [p for p in reversed(parts) if len(p) >= 4]
+    if any(p in base for p in words):
+        return IN_KERNEL_NAME
+    templates = without_parameters(demangled)
+    arguments = templates[templates.find("<") :] if "<" in templates else ""
+    if any(p in arguments for p in words):
+        return IN_TEMPLATE
+    loose = _loose(base)
+    if any(_loose(p) in loose or (len(loose) >= 4 and loose in _loose(p)) for p in words):
+        return LOOSE
+    return None
+
+
+def best_api_match(calls: Sequence[str], kernels: Sequence[str]) -> tuple[int, str, str] | None:
+    """(index into `calls`, kernel, how) of the strongest match, the latest call first
+    among equals; None when no call names any kernel."""
+    best: tuple[int, int, str, str] | None = None
+    for index in range(len(calls) - 1, -1, -1):
+        for kernel in kernels:
+            how = match_api(calls[index], kernel)
+            if how is None:
+                continue
+            rank = _API_TIERS.index(how)
+            if best is None or rank < best[0]:
+                best = (rank, index, kernel, how)
+    return None if best is None else best[1:]
+
+
+def compare_address(
+    address: int, lanes: Iterable[LaneAddress], *, exact_only: bool = False
+) -> tuple[bool | None, str, LaneAddress | None]:
+    """Whether `address` is one the dump's lanes accessed: (agrees, how, the closest lane).
+
+    An MMU fault names the page (`exact_only` False): the same 4 KiB page agrees, and so
+    does the same 64 KiB big page. A tool that names the byte must name one a lane did.
+    """
+    known = [lane for lane in lanes if lane.address is not None]
+    if not known:
+        return None, "the dump holds no computed address to compare", None
+    nearest = min(known, key=lambda lane: abs((lane.address or 0) - address))
+    at = nearest.address or 0
+    if at == address:
+        return True, "same address", nearest
+    if not exact_only and at // PAGE_BYTES == address // PAGE_BYTES:
+        return True, "same 4 KiB page", nearest
+    if not exact_only and at // BIG_PAGE_BYTES == address // BIG_PAGE_BYTES:
+        return True, "same 64 KiB big page", nearest
+    distance = address - at
+    sign = "-" if distance < 0 else "+"
+    return False, f"different: {sign}0x{abs(distance):x} bytes from the nearest lane's", nearest
+
+
+def lane_words(lane: LaneAddress) -> str:
+    """``0x7f3b40543000 (block (5,0,0) thread (67,0,0))``: a lane's address for a report."""
+    where = f"block {_dim(lane.block_idx)} thread {_dim(lane.thread_idx)}"
+    return f"0x{lane.address or 0:x} ({where})"
+
+
+def _dim(value: Dim3 | None) -> str:
+    return "(?)" if value is None else "({},{},{})".format(*value)
+
+
+def _squeeze(name: str) -> str:
+    return re.sub(r"\s+", "", name)
+
+
+def _loose(name: str) -> str:
+    return name.lower().replace("_", "")

@@ -1,0 +1,272 @@
+"""One incident from many dumps: the dumps of one job (several ranks, one window of time),
+which faulted first, which are collateral, and one verdict for them all.
+
+Dumps are put in the order they were written by the timestamp of their metadata section
+(r565 and later); a dump without one falls back to its file's modification time, which is
+when the writing ended. A name is never used: a `%t` in `CUDA_COREDUMP_FILE` is when the
+context was created, not when the kernel faulted. The timestamp counts whole seconds, so
+ranks that fault in the same second are told apart by their files' modification times,
+and the incident says so.
+
+A dump with no exception is collateral when every warp in it waits in a collective kernel
+(`postmortem.analysis.collective`), when it holds no live warp, or when it holds no GPU
+state at all (no kernel was running, or its contexts were torn down). One whose warps are
+elsewhere is "stuck": a hang of its own, the suspect when no dump faulted. A file that
+cannot be read is a row with its one-line error; it never stops the incident.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from enum import Enum
+from pathlib import Path
+
+from postmortem.analysis.analyze import Analysis, AnalyzeOptions, analyze_dump
+from postmortem.analysis.collective import base_name, is_collective
+from postmortem.analysis.oncall import OnCallSummary, oncall_summary
+from postmortem.analysis.signature import compute_signature, load_rules, signature_input
+from postmortem.errors import NoGpuState, PostmortemError
+
+METADATA = "metadata"
+"""`IncidentDump.time_source` of a dump ordered by its metadata timestamp."""
+MTIME = "mtime"
+"""`IncidentDump.time_source` of one ordered by its file's modification time."""
+
+
+class Role(Enum):
+    """What part a dump played in the incident."""
+
+    FIRST_FAULT = "first-fault"
+    """The earliest dump that records an exception: its verdict is the incident's."""
+    FAULT = "fault"
+    """A later dump that records an exception."""
+    COLLATERAL = "collateral"
+    """No exception: its warps wait in a collective, or it holds none (contexts torn down)."""
+    STUCK = "stuck"
+    """No exception, and warps outside any collective kernel: a hang of its own."""
+    UNREADABLE = "unreadable"
+    """Not a readable CUDA coredump (its error says why)."""
+
+
+@dataclass(frozen=True, slots=True)
+class IncidentDump:
+    """What the incident needs of one dump, from its analysis or from a scan's row."""
+
+    path: str
+    time: float | None
+    """When it was written, Unix seconds (see `time_source`); None when unknown."""
+    time_source: str | None
+    """`METADATA` or `MTIME`; None when the file could not even be looked at."""
+    mtime: float | None
+    """The file's modification time: the tie-break between equal timestamps."""
+    error: str | None = None
+    """Why the dump could not be read (without the path); None when it was."""
+    no_gpu_state: bool = False
+    """Read, but it holds no warp and no exception (`NoGpuState`)."""
+    exception: int | None = None
+    """The exception of its first fault site; None without one."""
+    faulted: bool = False
+    headline: str | None = None
+    """Its own verdict."""
+    signature: str | None = None
+    """Its crash signature's id (`postmortem.analysis.signature`)."""
+    kernels: tuple[str, ...] = ()
+    """The faulting kernel; for a dump without a fault, the kernels its live warps are in."""
+
+
+@dataclass(frozen=True, slots=True)
+class IncidentRow:
+    """One dump of the incident and its role."""
+
+    dump: IncidentDump
+    role: Role
+    why: str
+    """The role's reason in a phrase ("parked in ncclDevKernel_AllReduce_Sum_f32_RING_LL")."""
+
+
+@dataclass(frozen=True, slots=True)
+class IncidentVerdict:
+    """The incident in one line, and how much of it agrees."""
+
+    kind: str
+    """"fault" (a dump faulted), "hang" (none did; some are stuck), "collateral" (every
+    readable dump is collateral) or "unreadable" (no dump could be read)."""
+    headline: str
+    lead: str | None
+    """The dump whose verdict is the incident's (the first fault); None without one."""
+    agree: int = 0
+    """Dumps of the lead's role whose crash signature is the lead's (the lead included)."""
+    of: int = 0
+    """Dumps of the lead's role (faulting dumps for a fault, stuck ones for a hang)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Incident:
+    """The dumps of one incident in the order they were written, and its verdict."""
+
+    rows: tuple[IncidentRow, ...]
+    """Readable dumps by time (undated ones after), then the unreadable ones."""
+    verdict: IncidentVerdict
+    notes: tuple[str, ...] = ()
+    """What limits the order (undated dumps, equal timestamps)."""
+    oncall: OnCallSummary | None = None
+    """The lead dump's on-call summary, when its analysis was at hand."""
+
+
+def analyze_incident(paths: Sequence[Path], options: AnalyzeOptions | None = None) -> Incident:
+    """Analyze each dump of `paths` and make one incident of them (see the module's doc)."""
+    options = options or AnalyzeOptions()
+    rules = load_rules()
+    dumps: list[IncidentDump] = []
+    analyses: dict[str, Analysis] = {}
+    for path in paths:
+        mtime = _mtime(path)
+        try:
+            analysis = analyze_dump(path, options)
+        except NoGpuState as error:
+            dumps.append(IncidentDump(str(path), mtime, MTIME, mtime, _reason(path, error), True))
+            continue
+        except PostmortemError as error:
+            dumps.append(unreadable_dump(str(path), _reason(path, error), mtime))
+            continue
+        except Exception as error:  # a bug of ours in one dump must not stop the incident
+            reason = f"internal error: {type(error).__name__}: {_reason(path, error)}"
+            dumps.append(unreadable_dump(str(path), reason, mtime))
+            continue
+        signature = compute_signature(signature_input(analysis), rules, options.localize.path_maps)
+        dumps.append(incident_dump(analysis, mtime, signature.id))
+        analyses[str(path)] = analysis
+    incident = build_incident(dumps)
+    lead = analyses.get(incident.verdict.lead or "")
+    return incident if lead is None else replace(incident, oncall=oncall_summary(lead))
+
+
+def incident_dump(analysis: Analysis, mtime: float | None, signature: str | None) -> IncidentDump:
+    """What the incident needs of an analyzed dump."""
+    meta = analysis.summary.metadata
+    stamp = meta.timestamp if meta is not None and meta.timestamp else None
+    time, source = (float(stamp), METADATA) if stamp else (mtime, MTIME)
+    site = analysis.sites[0] if analysis.sites else None
+    if site is not None:
+        kernels: tuple[str, ...] = (site.function.name,) if site.function else ()
+    else:
+        kernels = tuple(dict.fromkeys(k.kernel or "" for k in analysis.state if k.warps))
+    return IncidentDump(
+        str(analysis.path), time, source, mtime, exception=site.exception if site else None,
+        faulted=site is not None, headline=analysis.verdict.headline, signature=signature,
+        kernels=kernels,
+    )  # fmt: skip
+
+
+def unreadable_dump(path: str, error: str, mtime: float | None) -> IncidentDump:
+    """A dump that could not be read, and why."""
+    return IncidentDump(path, mtime, None if mtime is None else MTIME, mtime, error)
+
+
+def build_incident(dumps: Sequence[IncidentDump]) -> Incident:
+    """The roles, order and verdict of `dumps` (the dumps of one job)."""
+    readable = [d for d in dumps if d.error is None or d.no_gpu_state]
+    order = sorted(
+        range(len(readable)),
+        key=lambda i: (
+            readable[i].time is None, readable[i].time or 0.0,
+            readable[i].mtime is None, readable[i].mtime or 0.0, i,
+        ),
+    )  # fmt: skip
+    ordered = [readable[i] for i in order]
+    faults = [d for d in ordered if d.faulted]
+    stuck = [d for d in ordered if _role_without_fault(d)[0] is Role.STUCK]
+    lead = faults[0] if faults else (stuck[0] if stuck else None)
+    rows = [_row(d, lead) for d in ordered]
+    rows += [
+        IncidentRow(d, Role.UNREADABLE, d.error or "")
+        for d in dumps
+        if d.error is not None and not d.no_gpu_state
+    ]
+    return Incident(tuple(rows), _verdict(lead, faults, stuck, rows), _notes(ordered, faults))
+
+
+def _row(dump: IncidentDump, lead: IncidentDump | None) -> IncidentRow:
+    if dump.faulted:
+        if dump is lead:
+            return IncidentRow(
+                dump, Role.FIRST_FAULT, "the earliest dump that records an exception"
+            )
+        same = lead is not None and dump.signature is not None and dump.signature == lead.signature
+        why = "the same crash signature as the first fault" if same else "another crash signature"
+        return IncidentRow(dump, Role.FAULT, why)
+    role, why = _role_without_fault(dump)
+    return IncidentRow(dump, role, why)
+
+
+def _role_without_fault(dump: IncidentDump) -> tuple[Role, str]:
+    if dump.faulted:
+        return Role.FAULT, ""
+    if dump.no_gpu_state:
+        return Role.COLLATERAL, (
+            "no warp and no exception: no kernel was running, or its contexts were torn down"
+        )
+    if not dump.kernels:
+        return Role.COLLATERAL, "no exception and no live warp"
+    names = ", ".join(base_name(k) if k else "an unknown kernel" for k in dump.kernels)
+    if all(is_collective(k) for k in dump.kernels):
+        return Role.COLLATERAL, f"no exception; its warps wait in {names}"
+    return Role.STUCK, f"no exception; its warps are in {names}"
+
+
+def _verdict(
+    lead: IncidentDump | None,
+    faults: Sequence[IncidentDump],
+    stuck: Sequence[IncidentDump],
+    rows: Sequence[IncidentRow],
+) -> IncidentVerdict:
+    if lead is not None:
+        peers = faults if lead.faulted else stuck
+        agree = 1 + sum(
+            1 for d in peers
+            if d is not lead and d.signature is not None and d.signature == lead.signature
+        )  # fmt: skip
+        kind = "fault" if lead.faulted else "hang"
+        return IncidentVerdict(kind, lead.headline or "", lead.path, agree, len(peers))
+    if any(r.role is Role.COLLATERAL for r in rows):
+        return IncidentVerdict(
+            "collateral",
+            "no dump here records an exception: every readable one waits in a collective or "
+            "holds no GPU state, so the GPU that failed left no dump among these",
+            None,
+        )
+    return IncidentVerdict("unreadable", "no dump could be read", None)
+
+
+def _notes(ordered: Sequence[IncidentDump], faults: Sequence[IncidentDump]) -> tuple[str, ...]:
+    notes = []
+    undated = sum(1 for d in ordered if d.time_source != METADATA)
+    if undated:
+        notes.append(
+            f"{undated} dump{'s carry' if undated != 1 else ' carries'} no metadata timestamp "
+            "(drivers before r565): ordered by file modification time, when the writing ended"
+        )
+    first = faults[0] if faults else None
+    if first is not None and first.time_source == METADATA:
+        tied = [d for d in faults if d.time_source == METADATA and d.time == first.time]
+        if len(tied) > 1:
+            notes.append(
+                f"{len(tied)} faulting dumps share the first fault's timestamp (whole seconds): "
+                "among them the first is the one whose file was written first"
+            )
+    return tuple(notes)
+
+
+def _mtime(path: Path) -> float | None:
+    try:
+        return os.stat(path).st_mtime
+    except OSError:
+        return None
+
+
+def _reason(path: Path, error: BaseException) -> str:
+    # Our errors start with the path; the row names it already.
+    text = " ".join(str(error).split()) or type(error).__name__
+    return text.removeprefix(f"{path}: ")

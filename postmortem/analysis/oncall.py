@@ -1,0 +1,244 @@
+"""The on-call summary: the five lines an incident note starts with, drawn from an analysis.
+
+SGLang's serving-debug skill (`sglang-prod-incident-triage`) asks a triage to return the
+problem class, the strongest signal so far, the current best guess, what was ruled out and
+the next step. Each line here is built from what the `Analysis` holds (its verdict, the
+findings and their remedies, the fault sites, the forensics, the build notes, the cuda-gdb
+cross-check) and names where it came from. A part with no basis stays empty (None, or no
+statements), so a report can say "none checked" instead of guessing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import Enum
+
+from postmortem.analysis import oncall_evidence as parts
+from postmortem.analysis.analyze import Analysis
+from postmortem.analysis.collective import base_name, is_collective
+from postmortem.analysis.counts import count_faults
+from postmortem.analysis.fault import FaultSite
+from postmortem.analysis.hang import StuckGroup
+from postmortem.analysis.oncall_evidence import NATIVE, BestGuess, Statement
+from postmortem.analysis.verdict import site_title
+from postmortem.demangle import collapse_templates, demangle
+from postmortem.findings import Finding, FindingCode
+from postmortem.model import FaultSource
+
+__all__ = ["BestGuess", "OnCallSummary", "ProblemClass", "Statement", "oncall_summary"]
+
+
+class ProblemClass(Enum):
+    """What kind of problem a dump shows; the value is the stable code reports print."""
+
+    ILLEGAL_ADDRESS = "illegal-memory-access"
+    MISALIGNED_ADDRESS = "misaligned-address"
+    DEVICE_ASSERT = "device-side-assert"
+    ILLEGAL_INSTRUCTION = "illegal-instruction"
+    STACK_OVERFLOW = "stack-overflow"
+    TRAP = "trap"
+    OTHER_EXCEPTION = "other-exception"
+    HANG_AT_BARRIER = "hang-at-barrier"
+    HANG_AT_CONVERGENCE = "hang-at-convergence-barrier"
+    SPIN_WAIT = "spin-wait"
+    COLLECTIVE_WAIT = "collective-wait"
+    HANG = "hang-unexplained"
+    NO_EXCEPTION = "no-exception"
+
+
+# Exception codes (model.EXCEPTION_NAMES) by class, and the class in words.
+_BY_EXCEPTION: tuple[tuple[ProblemClass, frozenset[int], str], ...] = (
+    (ProblemClass.ILLEGAL_ADDRESS, frozenset({1, 5, 7, 10, 14, 17, 29, 30}),
+     "illegal memory access in a kernel"),
+    (ProblemClass.MISALIGNED_ADDRESS, frozenset({6, 11}), "misaligned memory access in a kernel"),
+    (ProblemClass.DEVICE_ASSERT, frozenset({12}), "device-side assert"),
+    (ProblemClass.ILLEGAL_INSTRUCTION, frozenset({4, 8, 23, 24, 25, 26, 27, 28}),
+     "illegal instruction or PC in a kernel"),
+    (ProblemClass.STACK_OVERFLOW, frozenset({2, 3, 9, 19, 33, 35}), "stack overflow in a kernel"),
+)  # fmt: skip
+_BY_PATTERN = {
+    FindingCode.DIVERGENT_BARRIER: (ProblemClass.HANG_AT_BARRIER, "hang at a block barrier"),
+    FindingCode.CONVERGENCE_SPLIT: (
+        ProblemClass.HANG_AT_CONVERGENCE, "hang at a warp convergence barrier"
+    ),
+    FindingCode.SPIN_WAIT: (ProblemClass.SPIN_WAIT, "hang in a spin-wait loop"),
+}  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class OnCallSummary:
+    """The block an on-call note starts with, each part with its basis."""
+
+    problem_class: ProblemClass
+    problem: str
+    """The class in words, with the exception's name and number when there is one."""
+    strongest_signal: Statement | None
+    """The one fact that best supports the class; None when nothing does."""
+    best_guess: BestGuess | None
+    """Where the problem most likely is; None when the dump points nowhere."""
+    ruled_out: tuple[Statement, ...]
+    """What the analysis checked and excluded (empty: none checked)."""
+    next_step: Statement | None
+    """What to do next, from a finding's remedy or what the evidence lacks; None: no basis."""
+
+
+def oncall_summary(analysis: Analysis) -> OnCallSummary:
+    """The on-call summary of `analysis` (its first fault site, else its hang)."""
+    if analysis.sites:
+        return _fault_summary(analysis, analysis.sites[0])
+    live = [k for k in analysis.state if k.warps]
+    if live and all(is_collective(k.kernel) for k in live):
+        return _collective_summary(analysis)
+    if analysis.hang is not None:
+        return _hang_summary(analysis)
+    return OnCallSummary(
+        ProblemClass.NO_EXCEPTION, "no exception recorded, and no hang analysis asked for",
+        parts.no_exception(analysis), None, parts.common_ruled_out(analysis, None),
+        Statement(
+            f"analyze it as a hang: `postmortem analyze {analysis.path} --mode hang`", "verdict"
+        ),
+    )  # fmt: skip
+
+
+def _fault_summary(analysis: Analysis, site: FaultSite) -> OnCallSummary:
+    problem_class, problem = _fault_class(site)
+    return OnCallSummary(
+        problem_class,
+        problem,
+        _fault_signal(site),
+        parts.site_guess(analysis, site),
+        (*parts.site_ruled_out(site), *parts.common_ruled_out(analysis, site)),
+        parts.cross_check_step(analysis)
+        or parts.finding_step(site.diagnoses)
+        or parts.dump_step(analysis)
+        or parts.localized_step(site, problem_class is ProblemClass.DEVICE_ASSERT),
+    )
+
+
+def _fault_class(site: FaultSite) -> tuple[ProblemClass, str]:
+    if site.faults and all(f.source is FaultSource.TRAP for f in site.faults):
+        return ProblemClass.TRAP, "a warp stopped at a trap (a breakpoint or __trap())"
+    code = site.exception
+    if code is None:
+        return ProblemClass.OTHER_EXCEPTION, "an exception the dump does not name"
+    named = f"{site_title(site)}, exception {code}"
+    for problem_class, codes, words in _BY_EXCEPTION:
+        if code in codes:
+            return problem_class, f"{words} ({named})"
+    return ProblemClass.OTHER_EXCEPTION, f"an exception in a kernel ({named})"
+
+
+def _fault_signal(site: FaultSite) -> Statement:
+    """A failed address check, else the driver's own words, else the exception records."""
+    failed = next((c for c in site.forensics.checks if c.verdict is False), None) if (
+        site.forensics
+    ) else None  # fmt: skip
+    if failed is not None:
+        return Statement(failed.message, parts.FORENSICS)
+    detail = next((f.detail for f in site.faults if f.detail), None)
+    if detail is not None:
+        return Statement(f"the driver says: {detail}", f"{NATIVE}: the SM row's error text")
+    where = collapse_templates(site.location) if site.location else (
+        "an unknown PC" if site.error_pc is None else f"0x{site.error_pc:x}"
+    )  # fmt: skip
+    counts = count_faults(site.faults)
+    title = site_title(site)
+    if counts.lanes:
+        lanes = f"{counts.lanes} lane{'s' if counts.lanes != 1 else ''}"
+        warps = f"{counts.warps} warp{'s' if counts.warps != 1 else ''}"
+        return Statement(f"{lanes} in {warps} recorded {title} at {where}", f"{NATIVE}: lane rows")
+    first = site.faults[0] if site.faults else None
+    row = first.source.value if first else "fault"
+    sm = f", SM {first.sm_id}" if first and first.sm_id is not None else ""
+    device = first.device_index if first else 0
+    return Statement(
+        f"the {row} row of device {device}{sm} records {title} at {where}",
+        f"{NATIVE}: {row} row",
+    )
+
+
+def _collective_summary(analysis: Analysis) -> OnCallSummary:
+    live = [k for k in analysis.state if k.warps]
+    names = sorted({base_name(k.kernel or "") for k in live})
+    warps = sum(k.warps for k in live)
+    kernel = live[0].kernel or ""
+    guess = BestGuess(
+        Statement(f"{demangle(kernel)} (a collective: it waits for its peers)", NATIVE),
+        None, None, None, None,
+        ("the cause: this GPU waits in a collective; the GPU that failed is in another "
+         "rank's dump",),
+    )  # fmt: skip
+    return OnCallSummary(
+        ProblemClass.COLLECTIVE_WAIT,
+        "waiting in a collective: no exception, every live warp is in a communication kernel",
+        Statement(
+            f"all {warps} live warp{'s' if warps != 1 else ''} sit in {', '.join(names)}, and "
+            "no lane records an exception",
+            f"{NATIVE}: warp PCs, kernel names",
+        ),
+        guess,
+        parts.common_ruled_out(analysis, None),
+        Statement(
+            "find the rank that faulted first: `postmortem scan DIR --incident` (or "
+            "`postmortem analyze CORE...`) over the dumps of every rank of the job",
+            "collective kernel names",
+        ),
+    )
+
+
+def _hang_summary(analysis: Analysis) -> OnCallSummary:
+    hang = analysis.hang
+    assert hang is not None
+    pattern = next((f for f in hang.findings if f.code in _BY_PATTERN), None)
+    groups = hang.groups
+    if pattern is None:
+        group = groups[0] if groups else None
+        return OnCallSummary(
+            ProblemClass.HANG,
+            "no exception and no deadlock pattern: a kernel still running when the dump was "
+            "taken, or a hang these rules miss",
+            parts.group_signal(group) if group else parts.no_exception(analysis),
+            parts.group_guess(analysis, group) if group else None,
+            parts.common_ruled_out(analysis, None),
+            Statement(
+                "take a second dump a few seconds later (`postmortem trigger --pid PID`) and "
+                "compare: warps whose PCs have not moved are stuck",
+                "hang analysis: no deadlock pattern",
+            ),
+        )
+    problem_class, problem = _BY_PATTERN[pattern.code]
+    return OnCallSummary(
+        problem_class,
+        problem,
+        _pattern_signal(pattern),
+        parts.group_guess(analysis, _group_of(pattern.code, groups)),
+        parts.common_ruled_out(analysis, None),
+        _pattern_step(pattern),
+    )
+
+
+def _pattern_signal(pattern: Finding) -> Statement:
+    evidence = f" ({pattern.evidence[0]})" if pattern.evidence else ""
+    return Statement(f"{pattern.message}{evidence}", f"hang analysis: {pattern.code.value}")
+
+
+def _group_of(code: FindingCode, groups: Sequence[StuckGroup]) -> StuckGroup | None:
+    """The stuck group a deadlock pattern is about: the barrier, or the loop."""
+    wanted = {FindingCode.DIVERGENT_BARRIER: "cta", FindingCode.CONVERGENCE_SPLIT: "convergence"}
+    if code in wanted:
+        found = next((g for g in groups if g.barrier == wanted[code]), None)
+    else:
+        found = next((g for g in groups if g.in_polling_loop), None)
+    return found or (groups[0] if groups else None)
+
+
+def _pattern_step(pattern: Finding) -> Statement:
+    if pattern.remedy:
+        return Statement(pattern.remedy, pattern.code.value)
+    why = f" ({pattern.caveat})" if pattern.caveat else ""
+    return Statement(
+        "take a second dump a few seconds later (`postmortem trigger --pid PID`) and analyze "
+        f"both{why}",
+        pattern.code.value,
+    )

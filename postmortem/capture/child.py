@@ -1,0 +1,311 @@
+"""Run the captured command: its output kept in a log and passed on, signals passed to it.
+
+This and `toolrun.py` are the only modules that start processes. The command is the user's
+program, not a tool: it keeps standard input and runs as long as it runs, and postmortem
+waits for it and ends with its exit status, as a shell does (killed by signal N: 128+N).
+
+- Standard output and standard error each go through a pipe: every chunk is written on to
+  postmortem's own stream at once, and into the host log, whole lines at a time (so the two
+  streams interleave by line, as a terminal shows them). Each line is also read for the
+  driver's ``coredump: Writing ELF file to PATH``.
+- SIGTERM, SIGHUP, SIGUSR1 and SIGUSR2 sent to postmortem are sent on to the command. The
+  command stays in postmortem's process group, so a Ctrl-C (SIGINT) or Ctrl-\\ (SIGQUIT)
+  typed at the terminal reaches it, and its own children, straight from the terminal: these
+  two are sent on only when postmortem is not in the terminal's foreground (then they came
+  from someone's `kill`), or when the command has left the group.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import select
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import FrameType
+from typing import Any, BinaryIO
+
+from postmortem.capture.dumps import written_path
+from postmortem.errors import CommandNotExecutable, CommandNotStarted, OutputUnwritable
+
+FORWARDED = (
+    signal.SIGINT,
+    signal.SIGTERM,
+    signal.SIGHUP,
+    signal.SIGQUIT,
+    signal.SIGUSR1,
+    signal.SIGUSR2,
+)
+"""The signals sent on to the command."""
+_FROM_TERMINAL = frozenset({signal.SIGINT, signal.SIGQUIT})
+_CHUNK = 1 << 16
+_MAX_LINE = 1 << 16
+"""A line longer than this (a progress bar redrawn with carriage returns) is logged in pieces."""
+_MAX_NAMED = 4096
+"""The most dump paths kept from the driver's lines."""
+_POLL_S = 0.1
+_DRAIN_S = 5.0
+_MAX_DRAIN_S = 120.0
+"""How long, after the command ends, its output is still read from processes it left behind."""
+
+
+@dataclass(frozen=True, slots=True)
+class ChildExit:
+    """How the command ended, and what it said."""
+
+    pid: int
+    returncode: int
+    """As `subprocess` says it: negative when killed by that signal."""
+    log: Path
+    """The host log: both output streams, line by line."""
+    named: tuple[str, ...]
+    """The dump paths the driver's progress lines named, in order, as printed."""
+    started: float
+    """When the command started, Unix seconds."""
+
+    @property
+    def exit_status(self) -> int:
+        """The status a shell reports: the exit code, or 128+N when killed by signal N."""
+        return 128 - self.returncode if self.returncode < 0 else self.returncode
+
+
+def run_child(
+    argv: Sequence[str],
+    env: Mapping[str, str],
+    log_dir: Path,
+    *,
+    stdout: BinaryIO,
+    stderr: BinaryIO,
+) -> ChildExit:
+    """Run `argv` to its end with `env`, its output passed on to `stdout` and `stderr` and kept
+    in ``log_dir/host.<pid>.log``.
+
+    Raises:
+        CommandNotStarted: the program was not found.
+        CommandNotExecutable: it was found but cannot be run.
+        OutputUnwritable: the log cannot be created in `log_dir`.
+    """
+    log_file, log_path = _open_log(log_dir)
+    with log_file, _Forwarder() as forwarder:
+        started = time.time()
+        process = _start(argv, env, log_path)
+        forwarder.attach(process.pid)
+        log_path = _name_log(log_path, process.pid)
+        log = _Log(log_file)
+        tees = [
+            _Tee(process.stdout, stdout, log),  # type: ignore[arg-type]
+            _Tee(process.stderr, stderr, log),  # type: ignore[arg-type]
+        ]
+        for tee in tees:
+            tee.start()
+        returncode = process.wait()
+        for tee in tees:
+            _drain(tee)
+        log.close()
+    named = [path for tee in tees for path in tee.named]
+    return ChildExit(process.pid, returncode, log_path, tuple(named[:_MAX_NAMED]), started)
+
+
+def _open_log(folder: Path) -> tuple[BinaryIO, Path]:
+    # Made before the command starts, so a folder that cannot be written stops nothing that
+    # has begun; renamed after the command's pid once it is known.
+    try:
+        fd, name = tempfile.mkstemp(prefix="host.", suffix=".log", dir=folder)
+    except OSError as error:
+        raise OutputUnwritable(folder, error.strerror or str(error)) from None
+    return os.fdopen(fd, "wb"), Path(name)
+
+
+def _name_log(path: Path, pid: int) -> Path:
+    target = path.with_name(f"host.{pid}.log")
+    try:
+        os.replace(path, target)
+    except OSError:
+        return path
+    return target
+
+
+def _start(argv: Sequence[str], env: Mapping[str, str], log_path: Path) -> subprocess.Popen[bytes]:
+    command = argv[0] if argv else ""
+    try:
+        return subprocess.Popen(
+            list(argv), env=dict(env), stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        )
+    except (FileNotFoundError, NotADirectoryError) as error:
+        log_path.unlink(missing_ok=True)
+        raise CommandNotStarted(command, error.strerror or "not found") from None
+    except OSError as error:
+        log_path.unlink(missing_ok=True)
+        raise CommandNotExecutable(command, error.strerror or str(error)) from None
+
+
+class _Log:
+    """The host log, shared by the two streams' readers; written line by line."""
+
+    def __init__(self, file: BinaryIO) -> None:
+        self._file = file
+        self._lock = threading.Lock()
+        self._open = True
+
+    def write(self, data: bytes) -> None:
+        with self._lock:
+            if self._open:
+                with contextlib.suppress(OSError, ValueError):
+                    self._file.write(data)
+                    self._file.flush()
+
+    def close(self) -> None:
+        """Stop writing (a process the command left behind may still print)."""
+        with self._lock:
+            self._open = False
+
+
+class _Tee(threading.Thread):
+    """Reads one of the command's streams to its end."""
+
+    def __init__(self, source: BinaryIO, sink: BinaryIO, log: _Log) -> None:
+        super().__init__(daemon=True)
+        self._source = source
+        self._sink: BinaryIO | None = sink
+        self._log = log
+        self._pending = b""
+        self.named: list[str] = []
+        self.stop = threading.Event()
+        """Set to stop reading before the end of the stream."""
+
+    def run(self) -> None:
+        fd = self._source.fileno()
+        while not self.stop.is_set():
+            if not select.select([fd], [], [], _POLL_S)[0]:
+                continue
+            chunk = _read(fd)
+            if not chunk:
+                break
+            self._pass_on(chunk)
+            self._lines(chunk)
+        if self._pending:
+            self._line(self._pending)
+        self._source.close()
+
+    def has_data(self) -> bool:
+        """True while the stream holds bytes not read yet."""
+        try:
+            return bool(select.select([self._source.fileno()], [], [], 0)[0])
+        except (OSError, ValueError):  # closed by the thread: read to its end
+            return False
+
+    def _pass_on(self, chunk: bytes) -> None:
+        if self._sink is None:
+            return
+        try:
+            self._sink.write(chunk)
+            self._sink.flush()
+        except (OSError, ValueError):  # the terminal or pipe went away: keep logging
+            self._sink = None
+
+    def _lines(self, chunk: bytes) -> None:
+        data = self._pending + chunk
+        *lines, self._pending = data.split(b"\n")
+        for line in lines:
+            self._line(line + b"\n")
+        if len(self._pending) > _MAX_LINE:
+            self._line(self._pending)
+            self._pending = b""
+
+    def _line(self, line: bytes) -> None:
+        self._log.write(line)
+        if b"coredump:" in line and len(self.named) < _MAX_NAMED:
+            path = written_path(line.decode("utf-8", "replace").rstrip("\r\n"))
+            if path is not None:
+                self.named.append(path)
+
+
+def _drain(tee: _Tee) -> None:
+    # The command is gone; what it wrote may still be in the pipe. Read on while anything is
+    # there: a stream is given up only once it has had nothing to read for _DRAIN_S (a process
+    # left behind holds it open in silence), or after _MAX_DRAIN_S in all. On a loaded machine
+    # the reading thread may wait its turn for seconds; data in the pipe keeps it going.
+    deadline = time.monotonic() + _MAX_DRAIN_S
+    quiet_since = time.monotonic()
+    while tee.is_alive() and time.monotonic() < deadline:
+        tee.join(_POLL_S)
+        if tee.has_data():
+            quiet_since = time.monotonic()
+        elif time.monotonic() - quiet_since > _DRAIN_S:
+            break
+    tee.stop.set()
+    tee.join()
+
+
+def _read(fd: int) -> bytes:
+    try:
+        return os.read(fd, _CHUNK)
+    except OSError:
+        return b""
+
+
+class _Forwarder:
+    """Sends the signals postmortem gets on to the command, while it runs."""
+
+    def __init__(self) -> None:
+        self._pid: int | None = None
+        self._pending: list[int] = []
+        self._previous: dict[int, Any] = {}
+        """What each signal's handler was before (a function, SIG_DFL, SIG_IGN, or None)."""
+
+    def __enter__(self) -> _Forwarder:
+        if threading.current_thread() is threading.main_thread():
+            for number in FORWARDED:
+                self._previous[number] = signal.signal(number, self._handle)
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        for number, handler in self._previous.items():
+            signal.signal(number, signal.SIG_DFL if handler is None else handler)
+
+    def attach(self, pid: int) -> None:
+        """Send from now on to `pid`, and what came before it started."""
+        self._pid = pid
+        for number in self._pending:
+            self._send(number)
+        self._pending.clear()
+
+    def _handle(self, number: int, _frame: FrameType | None) -> None:
+        if self._pid is None:
+            self._pending.append(number)
+        else:
+            self._send(number)
+
+    def _send(self, number: int) -> None:
+        assert self._pid is not None
+        if number in _FROM_TERMINAL and _same_group(self._pid) and _in_terminal_foreground():
+            return  # typed at the terminal: the command's group has it already
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(self._pid, number)
+
+
+def _in_terminal_foreground() -> bool:
+    """Whether postmortem's process group is the foreground of its controlling terminal."""
+    try:
+        fd = os.open("/dev/tty", os.O_RDONLY | os.O_NOCTTY | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        return os.tcgetpgrp(fd) == os.getpgrp()
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+
+
+def _same_group(pid: int) -> bool:
+    try:
+        return os.getpgid(pid) == os.getpgrp()
+    except OSError:
+        return False

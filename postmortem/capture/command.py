@@ -1,0 +1,284 @@
+"""What `postmortem capture` and `postmortem trigger` do, for `postmortem.cli`.
+
+capture: plan the variables, run the command with its output kept, find the dumps it wrote,
+analyze each with the host log attached, and write each report beside its dump. trigger: find
+a process's pipe, write the trigger, wait for the dump, analyze it as a hang. Both say what
+they do on standard error, one line at a time, prefixed ``postmortem:``; a dump that cannot
+be analyzed gets its one-line error and the others are still analyzed.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import click
+
+from postmortem.capture.child import ChildExit, run_child
+from postmortem.capture.dumps import (
+    expand,
+    matching_files,
+    named_files,
+    unique,
+    wait_for_dump,
+)
+from postmortem.capture.environment import (
+    DUMP_NAME,
+    KERNEL_API_LEVELS,
+    KERNEL_API_LOG_NAME,
+    CaptureSettings,
+    EnvironmentPlan,
+    plan_environment,
+)
+from postmortem.capture.trigger import (
+    find_pipe,
+    pid_of_pipe,
+    process_cwd,
+    process_environment,
+    trigger,
+)
+from postmortem.errors import BadOption, OutputUnwritable, PostmortemError
+from postmortem.report.textsafe import escape_controls
+
+if TYPE_CHECKING:
+    from postmortem.analysis.analyze import AnalyzeOptions
+
+REPORT_SUFFIX = {"md": ".md", "html": ".html", "json": ".json", "text": ".txt"}
+"""What a report's name adds to its dump's name, per format."""
+
+
+@dataclass(frozen=True, slots=True)
+class ReportSettings:
+    """Whether and how each dump found is analyzed."""
+
+    options: AnalyzeOptions
+    """The tools and limits, as every command builds them (`commands.analyze_options`)."""
+    fmt: str = "md"
+    """The reports' format: md, html, json or text."""
+    analyze: bool = True
+    """False (`--no-analyze`): list the dumps only."""
+
+
+def say(line: str) -> None:
+    """One line on standard error, prefixed, with control characters escaped."""
+    click.echo(escape_controls(f"postmortem: {line}"), err=True)
+
+
+def print_env_command(settings: CaptureSettings) -> str:
+    """The `export` lines of a capture's variables (`--print-env`); kept values said on
+    standard error."""
+    plan = _plan(settings)
+    return plan.exports()
+
+
+def capture_command(
+    argv: tuple[str, ...], settings: CaptureSettings, report: ReportSettings
+) -> int:
+    """Run `argv` under the capture's variables; the command's exit status.
+
+    Raises:
+        BadOption: no command, or an option value that cannot be used.
+        OutputUnwritable: the dump folder cannot be made or written.
+        CommandNotStarted: the command cannot be run.
+    """
+    if not argv:
+        raise BadOption("COMMAND", "missing: give the command to run after --")
+    folder = settings.dump_dir.absolute()
+    plan = _plan(replace(settings, dump_dir=folder))
+    _make_folder(folder)
+    child = run_child(
+        argv, plan.environment(os.environ), folder,
+        stdout=sys.stdout.buffer, stderr=sys.stderr.buffer,
+    )  # fmt: skip
+    dumps = _written_dumps(plan, child)
+    say(f"{argv[0]} {_ended(child.returncode)}; {len(dumps)} dump(s) written; host log {child.log}")
+    logs = (child.log, *_kernel_api_logs(plan, folder, child.started))
+    reports = _reports(dumps, report, logs, report.options.mode)
+    for path in reports:
+        say(f"report: {path}")
+    return child.exit_status
+
+
+@dataclass(frozen=True, slots=True)
+class TriggerRequest:
+    """What `postmortem trigger` was asked for."""
+
+    pipe: Path | None
+    """The pipe to write to; None: the pipe of process `pid`."""
+    pid: int | None
+    """The process to dump; None: read from the pipe's name when it follows a known one."""
+    dump_dir: Path
+    """Where `capture` puts pipes, dumps and host logs."""
+    dump_glob: str | None = None
+    """Where the dump will appear; None: the process's `CUDA_COREDUMP_FILE`, else capture's."""
+    timeout: float = 10.0
+    """Seconds to wait for a process to read the pipe (and to take the trigger)."""
+    wait: float = 300.0
+    """Seconds to wait for the dump to be written."""
+
+
+def trigger_dump(request: TriggerRequest, report: ReportSettings) -> Path:
+    """Trigger a dump, wait for it, analyze it as a hang; the report's path (the dump's when
+    not analyzed).
+
+    Raises:
+        BadOption: neither or both of a pipe and a pid.
+        PipeNotFound, NotAFifo, UnreadableFile: no pipe to write to.
+        TriggerTimedOut: nobody took the trigger, or no dump was written in time.
+        PostmortemError: the dump cannot be analyzed, or its report written.
+    """
+    pipe, pid = request.pipe, request.pid
+    if (pipe is None) == (pid is None):
+        raise BadOption("PIPE", "give the pipe, or --pid PID, not both")
+    if pipe is None:
+        assert pid is not None
+        pipe = find_pipe(pid, request.dump_dir, os.environ)
+    pid = pid if pid is not None else pid_of_pipe(pipe)
+    triggered = trigger(pipe, request.timeout)
+    say(f"triggered a dump through {pipe}")
+    globs = [request.dump_glob] if request.dump_glob else _dump_globs(pid, request.dump_dir)
+    with _WaitLine(request.wait) as progress:
+        dump = wait_for_dump(globs, since=triggered.at, timeout=request.wait, progress=progress)
+    say(f"dump written: {dump}")
+    if not report.analyze:
+        return dump
+    host_log = request.dump_dir.absolute() / f"host.{pid}.log"
+    logs = (host_log,) if pid is not None and host_log.is_file() else ()
+    return _report(dump, report, logs, "hang")
+
+
+def _plan(settings: CaptureSettings) -> EnvironmentPlan:
+    level = settings.kernel_api_log
+    if level is not None and level not in KERNEL_API_LEVELS:
+        raise BadOption("--kernel-api-log", f"{level}: not one of {', '.join(KERNEL_API_LEVELS)}")
+    plan = plan_environment(settings, os.environ)
+    for note in plan.notes:
+        say(note)
+    return plan
+
+
+def _make_folder(folder: Path) -> None:
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise OutputUnwritable(folder, error.strerror or str(error)) from None
+
+
+def _ended(returncode: int) -> str:
+    if returncode < 0:
+        return f"was killed by signal {-returncode} (exit status {128 - returncode})"
+    return f"exited with status {returncode}"
+
+
+def _written_dumps(plan: EnvironmentPlan, child: ChildExit) -> list[Path]:
+    pattern = plan.value("CUDA_COREDUMP_FILE") or DUMP_NAME
+    host = socket.gethostname()
+    base = Path.cwd()
+    by_pattern = matching_files(pattern, host=host, pid=child.pid, base=base, since=child.started)
+    return unique([*by_pattern, *named_files(child.named, base)])
+
+
+def _kernel_api_logs(plan: EnvironmentPlan, folder: Path, since: float) -> list[Path]:
+    """SGLang's kernel API logs in the folder written during the capture (one per process)."""
+    if plan.value("SGLANG_KERNEL_API_LOGDEST") != str(folder / KERNEL_API_LOG_NAME):
+        return []
+    found = folder.glob(KERNEL_API_LOG_NAME.replace("%i", "*"))
+    return sorted(p for p in found if p.is_file() and p.stat().st_mtime >= since - 0.5)
+
+
+def _dump_globs(pid: int | None, dump_dir: Path) -> list[str]:
+    """Where a triggered dump will be written: the process's own `CUDA_COREDUMP_FILE`, and
+    capture's name in `dump_dir`."""
+    host = socket.gethostname()
+    patterns = []
+    if pid is not None:
+        theirs = process_environment(pid).get("CUDA_COREDUMP_FILE")
+        if theirs:
+            cwd = process_cwd(pid) or Path.cwd()
+            patterns.append(theirs if os.path.isabs(theirs) else str(cwd / theirs))
+    patterns.append(str(dump_dir.absolute() / DUMP_NAME))
+    return [expand(p, host=host, pid=pid) for p in dict.fromkeys(patterns)]
+
+
+def _reports(
+    dumps: list[Path], report: ReportSettings, logs: tuple[Path, ...], mode: str
+) -> list[Path]:
+    """A report beside each dump that can be analyzed (the others said in one line each); the
+    reports written."""
+    if not report.analyze:
+        for dump in dumps:
+            say(f"dump: {dump}")
+        return []
+    written = (_report_or_say(dump, report, logs, mode) for dump in dumps)
+    return [path for path in written if path is not None]
+
+
+def _report_or_say(
+    dump: Path, report: ReportSettings, logs: tuple[Path, ...], mode: str
+) -> Path | None:
+    try:
+        return _report(dump, report, logs, mode)
+    except PostmortemError as error:
+        hint = f" (hint: {error.hint})" if error.hint else ""
+        say(f"error: {error}{hint}")
+    except Exception as error:  # a bug of ours: one line, and the other dumps still done
+        say(f"internal error: {type(error).__name__}: {error} ({dump})")
+    return None
+
+
+def _report(dump: Path, report: ReportSettings, logs: tuple[Path, ...], mode: str) -> Path:
+    """Analyze `dump` and write its report beside it; the report's path."""
+    from postmortem.analysis.analyze import analyze_dump
+    from postmortem.report.context import build_report
+    from postmortem.report.render import render
+
+    options = replace(report.options, host_logs=logs, mode=mode)
+    text = render("analyze", build_report(analyze_dump(dump, options)), report.fmt)
+    target = dump.with_name(dump.name + REPORT_SUFFIX[report.fmt])
+    _write(target, text)
+    return target
+
+
+def _write(path: Path, text: str) -> None:
+    try:
+        path.write_text(text, encoding="utf-8")
+    except OSError as error:
+        raise OutputUnwritable(path, error.strerror or str(error)) from None
+
+
+class _WaitLine:
+    """click's progress bar on standard error while the dump is awaited: how much of the wait
+    is spent, and the newest dump's size (on a terminal only; elsewhere one line)."""
+
+    def __init__(self, seconds: float) -> None:
+        self._seconds = seconds
+        self._start = time.monotonic()
+        self._done = 0
+        self._bar = click.progressbar(
+            length=max(1, round(seconds)), label="postmortem: waiting for the dump",
+            file=sys.stderr, width=0, show_percent=False, show_eta=False,
+            item_show_func=lambda item: item,
+        )  # fmt: skip
+
+    def __enter__(self) -> Callable[[Path | None, int], None]:
+        self._bar.__enter__()
+        return self._tick
+
+    def __exit__(self, *_: object) -> None:
+        self._bar.__exit__(None, None, None)
+
+    def _tick(self, newest: Path | None, size: int) -> None:
+        elapsed = min(round(time.monotonic() - self._start), self._bar.length or 1)
+        shown = f"{newest.name} {_size(size)}" if newest is not None else None
+        self._bar.update(elapsed - self._done, current_item=shown)
+        self._done = elapsed
+
+
+def _size(count: int) -> str:
+    return f"{count / 2**20:.1f} MiB" if count >= 2**20 else f"{count / 2**10:.0f} KiB"

@@ -1,0 +1,170 @@
+"""The driver's name patterns, expanded, and the dumps a process wrote.
+
+`CUDA_COREDUMP_FILE` and `CUDA_COREDUMP_PIPE` may hold ``%h`` (the host name), ``%p`` (the
+process id) and ``%t`` (Unix seconds when the dump is written), anywhere in the path (NVIDIA's
+cuda-gdb manual, "GPU core dump support"). A relative name is relative to the process's working
+folder. After a capture, a dump is found two ways: by the pattern, expanded for the captured
+process (``%t`` matched as digits), and by the line the driver prints for every dump when
+`CUDA_COREDUMP_SHOW_PROGRESS=1` (as the vLLM and NVIDIA samples show it):
+
+    [00:40:46.806153] coredump: Writing ELF file to /dumps/cuda_coredump_xxx.1799919.1754898045
+
+The line also names the dumps of the command's own child processes (a server's workers), whose
+process ids the pattern cannot know. What a log says is untrusted: a named path is used only
+when it is a file that exists.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import re
+import stat
+import time
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+
+from postmortem.errors import TriggerTimedOut
+
+_WRITING = re.compile(r"coredump: Writing ELF file to (?P<path>\S.*?)\s*$")
+_PLACEHOLDER = re.compile(r"%(.)", re.DOTALL)
+MTIME_SLACK_S = 0.5
+"""How much older than the start of a capture or trigger a dump's time may read (file times
+are kept at the kernel's coarse clock)."""
+
+
+def written_path(line: str) -> str | None:
+    """The path a driver's ``coredump: Writing ELF file to PATH`` line names; None for any other
+    line."""
+    match = _WRITING.search(line)
+    return match["path"] if match else None
+
+
+def expand(pattern: str, *, host: str, pid: int | None) -> str:
+    """`pattern` as a glob: ``%h`` and ``%p`` filled in (``*`` for an unknown pid), ``%t`` as
+    ``*``, ``%%`` as ``%``; everything else matched literally."""
+    fields = {"h": glob.escape(host), "p": "*" if pid is None else str(pid), "t": "*"}
+    return _translate(pattern, fields, glob.escape)
+
+
+def _translate(pattern: str, fields: dict[str, str], literal: Callable[[str], str]) -> str:
+    # split() alternates literal text and the one character after each %.
+    parts = _PLACEHOLDER.split(pattern)
+    out = [literal(parts[0])]
+    for spec, text in zip(parts[1::2], parts[2::2], strict=True):
+        out.append(fields.get(spec, literal("%" if spec == "%" else "%" + spec)))
+        out.append(literal(text))
+    return "".join(out)
+
+
+def _regex(pattern: str, *, host: str, pid: int | None) -> re.Pattern[str]:
+    """The full-path regular expression of `pattern`: ``%t`` as digits, ``%p`` as the pid (or
+    digits), ``%h`` as the host."""
+    fields = {"h": re.escape(host), "p": r"\d+" if pid is None else str(pid), "t": r"\d+"}
+    return re.compile(_translate(pattern, fields, re.escape))
+
+
+def matching_files(
+    pattern: str, *, host: str, pid: int | None, base: Path, since: float | None = None
+) -> list[Path]:
+    """The regular files `pattern` names for `host` and `pid` (any pid when None), relative
+    names taken from `base`; only those written since `since` (Unix seconds) when it is given.
+    Oldest first."""
+    full = pattern if os.path.isabs(pattern) else os.path.join(base, pattern)
+    regex = _regex(full, host=host, pid=pid)
+    found = []
+    for name in glob.glob(expand(full, host=host, pid=pid)):
+        if regex.fullmatch(name) is None:
+            continue
+        mtime = _file_mtime(Path(name))
+        if mtime is not None and (since is None or mtime >= since - MTIME_SLACK_S):
+            found.append((mtime, name))
+    return [Path(name) for _, name in sorted(found)]
+
+
+def named_files(paths: Iterable[str], base: Path) -> list[Path]:
+    """The paths printed by the driver that are regular files (relative ones from `base`)."""
+    found = []
+    for text in paths:
+        path = Path(text) if os.path.isabs(text) else base / text
+        if _file_mtime(path) is not None:
+            found.append(path)
+    return found
+
+
+def unique(paths: Iterable[Path]) -> list[Path]:
+    """`paths` in order, each file once however it was named."""
+    seen: set[tuple[int, int]] = set()
+    out = []
+    for path in paths:
+        try:
+            info = path.stat()
+        except OSError:
+            continue
+        if (info.st_dev, info.st_ino) not in seen:
+            seen.add((info.st_dev, info.st_ino))
+            out.append(path)
+    return out
+
+
+def _file_mtime(path: Path) -> float | None:
+    try:
+        info = path.stat()
+    except (OSError, ValueError):
+        return None
+    return info.st_mtime if stat.S_ISREG(info.st_mode) else None
+
+
+Progress = Callable[[Path | None, int], None]
+"""Told, at each look, the newest dump seen so far (None: none yet) and its size in bytes."""
+
+
+def wait_for_dump(
+    globs: Sequence[str],
+    *,
+    since: float,
+    timeout: float,
+    settle: float = 1.0,
+    interval: float = 0.25,
+    progress: Progress | None = None,
+) -> Path:
+    """The newest file any of `globs` matches, written since `since`, once its size has not
+    changed for `settle` seconds (the driver has finished writing it).
+
+    Raises:
+        TriggerTimedOut: no such file, or none that stopped growing, within `timeout` seconds.
+    """
+    deadline = time.monotonic() + timeout
+    seen: tuple[Path, int] | None = None
+    steady_since = 0.0
+    while True:
+        newest = _newest(globs, since)
+        size = _size(newest) if newest is not None else 0
+        now = time.monotonic()
+        if newest is None or seen != (newest, size) or size == 0:
+            seen, steady_since = (newest, size) if newest is not None else None, now
+        elif now - steady_since >= settle:
+            return newest
+        if progress is not None:
+            progress(newest, size)
+        if now >= deadline:
+            what = "no dump was written" if newest is None else f"{newest} did not stop growing"
+            raise TriggerTimedOut(Path(globs[0]), timeout, what)
+        time.sleep(interval)
+
+
+def _newest(globs: Sequence[str], since: float) -> Path | None:
+    best: tuple[float, str] | None = None
+    for pattern in globs:
+        for name in glob.glob(pattern):
+            mtime = _file_mtime(Path(name))
+            if mtime is not None and mtime >= since - MTIME_SLACK_S:
+                best = max(best, (mtime, name)) if best else (mtime, name)
+    return Path(best[1]) if best else None
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0

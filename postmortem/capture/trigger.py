@@ -1,0 +1,200 @@
+"""Ask a running process for a GPU dump through its coredump pipe, as the driver expects.
+
+With `CUDA_ENABLE_USER_TRIGGERED_COREDUMP=1` the driver makes a named pipe (FIFO) per process,
+`CUDA_COREDUMP_PIPE` (default ``corepipe.cuda.%h.%p`` in the process's working folder, the
+driver API's `CU_COREDUMP_PIPE`), reads it, and writes a dump when data arrives. The guides
+write 1 MiB of zeros into it (``dd if=/dev/zero bs=1M count=1 > PIPE``: vLLM's hang post says a
+short `echo` may not be enough). Here the pipe is opened without blocking, again and again
+until a reader is there or the time is up, so a pipe that no process reads ends in a clear
+error instead of a wait without end; then the MiB is written, waiting at most the same time
+for the reader to take it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import glob
+import os
+import select
+import socket
+import stat
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from postmortem.capture.dumps import expand
+from postmortem.capture.environment import PIPE_NAME
+from postmortem.errors import NotAFifo, PipeNotFound, TriggerTimedOut, UnreadableFile
+from postmortem.scan.names import compile_pattern
+
+TRIGGER_BYTES = 1 << 20
+"""What is written to trigger a dump: 1 MiB of zeros."""
+DRIVER_PIPE_NAMES = ("corepipe.cuda.%h.%p", "corepipe_%h_%p")
+"""The driver's own pipe names: the documented default, and the one some driver builds make
+(SGLang's `cudacore_pyspy_dump_utils.py` tries both)."""
+_RETRY_S = 0.05
+
+
+@dataclass(frozen=True, slots=True)
+class Triggered:
+    """A trigger written."""
+
+    pipe: Path
+    written_bytes: int
+    """Less than `TRIGGER_BYTES` when the reader closed the pipe early (it took the trigger)."""
+    at: float
+    """When the pipe was first tried, Unix seconds: the dump is newer."""
+
+
+def find_pipe(pid: int, dump_dir: Path, environ: Mapping[str, str]) -> Path:
+    """The coredump pipe of process `pid`: the one its own `CUDA_COREDUMP_PIPE` names (when
+    its environment can be read), the one `postmortem capture --hang` makes in `dump_dir`,
+    the one our own `CUDA_COREDUMP_PIPE` (`environ`) names, or the driver's default, in the
+    process's working folder, ours, or /tmp. A FIFO wins over anything else found.
+
+    Raises:
+        PipeNotFound: none of these exists.
+    """
+    host = socket.gethostname()
+    cwd = process_cwd(pid) or Path.cwd()
+    patterns = []
+    theirs = process_environment(pid).get("CUDA_COREDUMP_PIPE")
+    if theirs:
+        patterns.append(_absolute(theirs, cwd))
+    patterns.append(str(dump_dir.absolute() / PIPE_NAME))
+    if environ.get("CUDA_COREDUMP_PIPE"):
+        patterns.append(_absolute(environ["CUDA_COREDUMP_PIPE"], Path.cwd()))
+    for folder in dict.fromkeys((cwd, Path.cwd(), Path("/tmp"))):
+        patterns += [str(folder / name) for name in DRIVER_PIPE_NAMES]
+    existing = [p for pattern in patterns for p in _existing(expand(pattern, host=host, pid=pid))]
+    fifos = [p for p in existing if _is_fifo(p)]
+    if fifos or existing:
+        return (fifos or existing)[0]
+    named = (p.replace("%h", host).replace("%p", str(pid)) for p in patterns)
+    raise PipeNotFound(pid, tuple(dict.fromkeys(named)))
+
+
+def pid_of_pipe(pipe: Path) -> int | None:
+    """The process id in a pipe's name when it follows one of the known names; else None."""
+    for pattern in (PIPE_NAME, *DRIVER_PIPE_NAMES):
+        match = compile_pattern(pattern).fullmatch(pipe.name)
+        if match is not None:
+            return int(match["pid"])
+    return None
+
+
+def process_environment(pid: int) -> dict[str, str]:
+    """The environment process `pid` started with; empty when it cannot be read (another
+    user's process, a process that is gone, a system without /proc)."""
+    try:
+        raw = Path(f"/proc/{pid}/environ").read_bytes()
+    except OSError:
+        return {}
+    pairs = (item.decode("utf-8", "replace").partition("=") for item in raw.split(b"\0"))
+    return {name: value for name, sep, value in pairs if sep}
+
+
+def process_cwd(pid: int) -> Path | None:
+    """The working folder of process `pid`; None when it cannot be read."""
+    try:
+        return Path(os.readlink(f"/proc/{pid}/cwd"))
+    except OSError:
+        return None
+
+
+def trigger(pipe: Path, timeout: float) -> Triggered:
+    """Write the trigger into `pipe`, waiting at most `timeout` seconds for a reader and as
+    long again for it to take the bytes.
+
+    Raises:
+        UnreadableFile: `pipe` does not exist.
+        NotAFifo: `pipe` is not a named pipe.
+        TriggerTimedOut: no process opened the pipe for reading in time, or took nothing.
+    """
+    _check_fifo(pipe)
+    at = time.time()
+    fd = _open_writer(pipe, timeout)
+    try:
+        written = _write_zeros(fd, pipe, timeout)
+    finally:
+        os.close(fd)
+    return Triggered(pipe, written, at)
+
+
+def _check_fifo(pipe: Path) -> None:
+    try:
+        mode = pipe.stat().st_mode
+    except OSError as error:
+        raise UnreadableFile(pipe, error.strerror or str(error)) from None
+    if not stat.S_ISFIFO(mode):
+        raise NotAFifo(pipe, _kind(mode))
+
+
+def _open_writer(pipe: Path, timeout: float) -> int:
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            # O_NONBLOCK: with no reader the open fails (ENXIO) instead of waiting forever.
+            return os.open(pipe, os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        except OSError as error:
+            if error.errno != errno.ENXIO:
+                raise UnreadableFile(pipe, error.strerror or str(error)) from None
+        if time.monotonic() >= deadline:
+            raise TriggerTimedOut(pipe, timeout, "no process reads this coredump pipe")
+        time.sleep(_RETRY_S)
+
+
+def _write_zeros(fd: int, pipe: Path, timeout: float) -> int:
+    """Write `TRIGGER_BYTES` zeros as the reader takes them; how many it took."""
+    zeros = memoryview(bytes(TRIGGER_BYTES))
+    written = 0
+    deadline = time.monotonic() + timeout
+    while written < TRIGGER_BYTES:
+        left = deadline - time.monotonic()
+        if left <= 0 or not select.select([], [fd], [], left)[1]:
+            if written:
+                return written  # it took the start of it: enough to trigger
+            raise TriggerTimedOut(pipe, timeout, "the reader took none of the trigger")
+        try:
+            written += os.write(fd, zeros[written:])
+        except BlockingIOError:
+            continue
+        except BrokenPipeError:
+            return written  # the reader closed the pipe: it took what it needed
+    return written
+
+
+def _existing(pattern: str) -> list[Path]:
+    found = [Path(name) for name in glob.glob(pattern)]
+    return sorted(found, key=_mtime, reverse=True)
+
+
+def _mtime(path: Path) -> float:
+    with contextlib.suppress(OSError):
+        return path.lstat().st_mtime
+    return 0.0
+
+
+def _is_fifo(path: Path) -> bool:
+    try:
+        return stat.S_ISFIFO(path.stat().st_mode)
+    except OSError:
+        return False
+
+
+def _absolute(pattern: str, base: Path) -> str:
+    return pattern if os.path.isabs(pattern) else str(base / pattern)
+
+
+def _kind(mode: int) -> str:
+    if stat.S_ISDIR(mode):
+        return "a folder"
+    if stat.S_ISREG(mode):
+        return "a regular file"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    return "something else"

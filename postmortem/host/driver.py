@@ -1,0 +1,236 @@
+"""The driver's words in a host log: ``NVRM: Xid`` lines, coredump progress, CUDA exceptions.
+
+The kernel log (``dmesg``, ``journalctl -k``) holds one line per Xid event, e.g. an MMU
+fault (fixtures/hostlogs/xid31_pytorch_issue.txt)::
+
+    NVRM: Xid (PCI:0000:db:00): 31, pid=13641, Ch 00000008, intr 00000000. MMU Fault:
+    ENGINE GRAPHICS GPCCLIENT_T1_10 faulted @ 0x7fd7_90743000. Fault is of type FAULT_PDE
+    ACCESS_TYPE_VIRT_READ
+
+Since driver 5xx the channel reads ``channel 0x0000000c`` and a process's ``name=`` follows its
+``pid=`` (``pid='<unknown>', name=<unknown>`` when the driver cannot tell). With
+``CUDA_COREDUMP_SHOW_PROGRESS=1`` the driver narrates the dump it writes
+(fixtures/hostlogs/coredump_progress_vllm_blog.txt)::
+
+    [00:40:46.611453] coredump: Detected an exception of type
+                      CUDBG_EXCEPTION_WARP_ILLEGAL_ADDRESS (14)
+    [00:40:46.611458] coredump:   - Device: 0
+    [00:40:46.611465] coredump:   - PC 0x7f31abb9f6d0
+    [00:40:46.806153] coredump: Writing ELF file to /tmp/cuda_coredump_xxx.1799919.1754898045
+
+and a run under cuda-gdb prints ``CUDA Exception: Warp Illegal Address``, ``The exception
+was triggered at PC 0x… kernel`` and its ``[Current focus set to CUDA kernel 0, grid 1,
+block (0,0,0), thread (0,0,0), device 0, sm 124, warp 0, lane 0]`` line.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
+
+from postmortem.host.lines import bounded, dim3, hex_int, numbered
+from postmortem.host.model import CoredumpWritten, CudaException, DriverLog, XidEvent
+from postmortem.model import EXCEPTION_NAMES
+
+_KEPT = 32
+_NEAR = 6
+"""Lines within which a PC or focus line belongs to the exception before (or after) it."""
+
+_XID = re.compile(r"NVRM: Xid \((?:PCI:)?([0-9A-Fa-f:.]{4,20})\): (\d{1,5})(?:,\s*(.*))?$")
+_PID = re.compile(r"\bpid=(\d{1,10})")
+_NAME = re.compile(r"\bname=([^,]{1,128}),")
+_CHANNEL = re.compile(r"\b(?:Ch ([0-9A-Fa-f]{1,8})\b|channel 0x([0-9A-Fa-f]{1,8})\b)")
+_FAULT_AT = re.compile(r"faulted @ (0x[0-9A-Fa-f_]{1,24})")
+_ENGINE = re.compile(r"MMU Fault: ENGINE (.{1,128}?) faulted @")
+_FAULT_TYPE = re.compile(r"Fault is of type (\S{1,64})(?: (\S{1,64}))?")
+
+_DETECTED = re.compile(r"coredump: Detected an exception of type (\S{1,96}) \((\d{1,10})\)")
+_DETAIL = re.compile(r"coredump:\s+- (Device|SM|Warp|Lane|PC|Block|Thread|Grid):? (.{1,256})$")
+_WRITING = re.compile(r"coredump: Writing ELF file to (.{1,4096})$")
+_GDB_BANNER = re.compile(r"CUDA Exception: (.{1,96}?)\.?\s*$")
+_GDB_SIGNAL = re.compile(r"received signal CUDA_EXCEPTION_(\d{1,3}), (.{1,96}?)\.?\s*$")
+_GDB_PC = re.compile(r"The exception was triggered at PC (0x[0-9A-Fa-f]{1,16})\s*(.{0,2048})$")
+_GDB_FOCUS = re.compile(r"\[(?:Current focus set to|Switching focus to) CUDA kernel (.{1,512})\]")
+_FOCUS_FIELD = re.compile(r"\b(device|sm) (\d{1,6})")
+
+_CODES = {name.lower(): code for code, name in EXCEPTION_NAMES.items()}
+
+XID_MEANINGS: dict[int, str] = {
+    13: "graphics engine exception (an SM fault)",
+    31: "GPU memory page fault (MMU fault)",
+    32: "invalid or corrupted push buffer stream",
+    43: "GPU stopped processing (the context's channel was reset)",
+    45: "preemptive cleanup after an earlier error",
+    48: "double-bit ECC error",
+    63: "ECC page retirement or row remapping recorded",
+    64: "ECC page retirement or row remapping failed",
+    69: "graphics engine class error",
+    74: "NVLink error",
+    79: "GPU has fallen off the bus",
+    92: "high single-bit ECC error rate",
+    94: "contained ECC error",
+    95: "uncontained ECC error",
+    109: "context switch timeout",
+    119: "GSP RPC timeout",
+    120: "GSP error",
+}
+"""What the Xids seen next to GPU crashes mean, in the words of NVIDIA's Xid catalog."""
+
+
+@dataclass
+class _State:
+    xids: list[XidEvent] = field(default_factory=list)
+    xids_seen: int = 0
+    exceptions: list[CudaException] = field(default_factory=list)
+    written: list[CoredumpWritten] = field(default_factory=list)
+    focus: tuple[int, str] | None = None
+    """The last cuda-gdb focus line, for an exception printed after it."""
+
+
+def parse_driver_log(lines: Iterable[str]) -> DriverLog | None:
+    """The Xid events, CUDA exceptions and written dumps the lines report, or None.
+
+    Never raises; a line it does not understand is skipped.
+    """
+    state = _State()
+    for number, text in numbered(lines):
+        _read_line(state, number, text)
+    if not (state.xids_seen or state.exceptions or state.written):
+        return None
+    return DriverLog(
+        tuple(state.xids), tuple(state.exceptions), tuple(state.written), state.xids_seen
+    )
+
+
+def _read_line(state: _State, number: int, text: str) -> None:
+    if "NVRM: Xid" in text:
+        xid = _xid(number, text)
+        if xid is not None:
+            state.xids_seen += 1
+            if len(state.xids) < _KEPT:
+                state.xids.append(xid)
+        return
+    if "coredump:" in text:
+        _progress(state, number, text)
+        return
+    _cuda_gdb(state, number, text)
+
+
+def _xid(number: int, text: str) -> XidEvent | None:
+    found = _XID.search(text)
+    if found is None:
+        return None
+    pci, code, rest = found.group(1), int(found.group(2)), found.group(3) or ""
+    pid, name, channel = _PID.search(rest), _NAME.search(rest), _CHANNEL.search(rest)
+    fault_at, engine, fault_type = (
+        _FAULT_AT.search(rest), _ENGINE.search(rest), _FAULT_TYPE.search(rest),
+    )  # fmt: skip
+    process = name.group(1).strip() if name else None
+    return XidEvent(
+        line=number,
+        pci=pci,
+        xid=code,
+        pid=int(pid.group(1)) if pid else None,
+        process=None if process in (None, "<unknown>") else process,
+        channel=hex_int(channel.group(1) or channel.group(2)) if channel else None,
+        fault_address=hex_int(fault_at.group(1)) if fault_at else None,
+        fault_type=fault_type.group(1) if fault_type else None,
+        access_type=fault_type.group(2) if fault_type else None,
+        engine=engine.group(1) if engine else None,
+        detail=bounded(rest, 300),
+    )
+
+
+def _progress(state: _State, number: int, text: str) -> None:
+    detected = _DETECTED.search(text)
+    if detected is not None:
+        name, code = detected.group(1), int(detected.group(2))
+        if len(state.exceptions) < _KEPT:
+            state.exceptions.append(CudaException(number, "coredump-progress", code, name))
+        return
+    written = _WRITING.search(text)
+    if written is not None:
+        if len(state.written) < _KEPT:
+            state.written.append(CoredumpWritten(number, bounded(written.group(1), 4096)))
+        return
+    detail = _DETAIL.search(text)
+    last = state.exceptions[-1] if state.exceptions else None
+    if detail is None or last is None or last.source != "coredump-progress":
+        return
+    key, value = detail.group(1), detail.group(2).strip()
+    state.exceptions[-1] = _with_detail(last, key, value)
+
+
+def _with_detail(exception: CudaException, key: str, value: str) -> CudaException:
+    if key == "Device" and value.isascii() and value.isdigit():
+        return replace(exception, device=int(value))
+    if key == "SM" and value.isascii() and value.isdigit():
+        return replace(exception, sm=int(value))
+    if key == "Warp":
+        return replace(exception, warp=bounded(value, 120))
+    if key == "PC":
+        return replace(exception, pc=hex_int(value.split()[0]) if value else None)
+    if key == "Block":
+        return replace(exception, block=dim3(value))
+    if key == "Thread":
+        return replace(exception, thread=dim3(value))
+    return exception
+
+
+def _cuda_gdb(state: _State, number: int, text: str) -> None:
+    focus = _GDB_FOCUS.search(text)
+    if focus is not None:
+        last = _recent_gdb(state, number)
+        if last is not None:
+            state.exceptions[-1] = _with_focus(last, focus.group(1))
+        else:
+            state.focus = (number, focus.group(1))
+        return
+    signal = _GDB_SIGNAL.search(text)
+    if signal is not None:
+        _gdb_exception(state, number, int(signal.group(1)), signal.group(2).strip())
+        return
+    banner = _GDB_BANNER.search(text)
+    if banner is not None:
+        name = banner.group(1).strip()
+        _gdb_exception(state, number, _CODES.get(name.lower()), name)
+        return
+    pc = _GDB_PC.search(text)
+    last = _recent_gdb(state, number)
+    if pc is not None and last is not None:
+        function = pc.group(2).strip() or None
+        state.exceptions[-1] = replace(
+            last, pc=hex_int(pc.group(1)), function=bounded(function, 2048) if function else None
+        )
+
+
+def _gdb_exception(state: _State, number: int, code: int | None, name: str) -> None:
+    last = _recent_gdb(state, number)
+    if last is not None and (last.code == code or last.name.lower() == name.lower()):
+        return  # the signal line and the banner of one exception
+    exception = CudaException(number, "cuda-gdb", code, name)
+    if state.focus is not None and number - state.focus[0] <= _NEAR:
+        exception = _with_focus(exception, state.focus[1])
+    state.focus = None
+    if len(state.exceptions) < _KEPT:
+        state.exceptions.append(exception)
+
+
+def _recent_gdb(state: _State, number: int) -> CudaException | None:
+    last = state.exceptions[-1] if state.exceptions else None
+    if last is None or last.source != "cuda-gdb" or number - last.line > _NEAR:
+        return None
+    return last
+
+
+def _with_focus(exception: CudaException, focus: str) -> CudaException:
+    fields = dict(_FOCUS_FIELD.findall(focus))
+    block_at, thread_at = focus.find("block "), focus.find("thread ")
+    return replace(
+        exception,
+        device=int(fields["device"]) if "device" in fields else exception.device,
+        sm=int(fields["sm"]) if "sm" in fields else exception.sm,
+        block=dim3(focus[block_at:]) if block_at >= 0 else exception.block,
+        thread=dim3(focus[thread_at:]) if thread_at >= 0 else exception.thread,
+    )

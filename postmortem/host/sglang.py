@@ -1,0 +1,252 @@
+"""SGLang's kernel API log (`SGLANG_KERNEL_API_LOGLEVEL` 1, 3, 5, 10), read into calls.
+
+The log is written by `python/sglang/kernel_api_logging.py` (sgl-project/sglang), one entry
+per call of a covered kernel boundary, *before* the call runs, so the last entries survive
+a crash::
+
+    ================================================================================
+    [2026-03-19 00:47:30] SGLang Kernel API Call: sglang.quant_method.UnquantizedLinearMethod.apply
+    Positional input arguments:
+      arg[1]=Tensor(
+          shape=(1, 1024)
+          dtype=torch.bfloat16
+          ...
+        )
+    Output:
+      return=Tensor(
+      ...
+    [2026-04-01 15:42:32] SGLang Kernel API Exception: NAME (AcceleratorError: ...)
+
+Level 3 adds the arguments, level 5 each tensor's min/max/mean/nan_count/inf_count, level 10
+a ``Dumped inputs to: DIR`` line naming the folder its inputs were saved to. An older form
+writes a tensor on one line: ``arg[0]=Tensor(shape=(2,), dtype=torch.int64, device=cuda:0)``
+(fixtures/hostlogs/sglang_level3_assert_blog.txt).
+"""
+
+from __future__ import annotations
+
+import re
+from collections import deque
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from postmortem.host.lines import bounded, numbered
+from postmortem.host.model import ApiArgument, ApiCall, SglangLog, TensorInfo
+
+KEPT_CALLS = 32
+"""Calls kept from the end of a log."""
+_KEPT_ARGUMENTS = 32
+
+_CALL = re.compile(r"(?:\[([^\]]{1,40})\]\s+)?SGLang Kernel API Call: (\S{1,512})\s*$")
+_EXCEPTION = re.compile(
+    r"(?:\[([^\]]{1,40})\]\s+)?SGLang Kernel API Exception: (\S{1,512})(?: \((.*)\))?\s*$"
+)
+_SECTIONS = {
+    "Positional input arguments:": "positional",
+    "Keyword input arguments:": "keyword",
+    "Output:": "output",
+}
+_ARGUMENT = re.compile(r"^  ([A-Za-z_][\w\[\].]{0,127})=(.*)$")
+_FIELD = re.compile(r"^\s{4,}([a-z_]{1,32})=(.*)$")
+_INLINE_FIELD = re.compile(
+    r"\b(shape|dtype|device|requires_grad|is_contiguous|min|max|mean|nan_count|inf_count)="
+    r"(\([^()]*\)|[^,()\s]+)"
+)
+_DUMPED = re.compile(r"^Dumped inputs to: (.+)$")
+_DUMP_SKIPPED = re.compile(r"^Tensor dump skipped: (.+)$")
+
+
+@dataclass
+class _Call:
+    """A call while its lines are read."""
+
+    line: int
+    timestamp: str | None
+    name: str
+    arguments: list[ApiArgument] = field(default_factory=list)
+    returned: bool = False
+    exception: str | None = None
+    dump_dir: str | None = None
+    dump_note: str | None = None
+    section: str | None = None
+    tensor_name: str | None = None
+    tensor_fields: dict[str, str] = field(default_factory=dict)
+
+    def close_tensor(self) -> None:
+        if self.tensor_name is not None and self.section is not None:
+            self._add(self.tensor_name, _tensor(self.tensor_fields), "Tensor(…)")
+        self.tensor_name = None
+        self.tensor_fields = {}
+
+    def argument(self, name: str, value: str) -> None:
+        self.close_tensor()
+        if value.startswith("Tensor(") and "shape=" in value:
+            fields = dict(_INLINE_FIELD.findall(value))
+            self._add(name, _tensor(fields), value)
+        elif value.rstrip() == "Tensor(":
+            self.tensor_name = name
+        else:
+            self._add(name, None, value)
+
+    def _add(self, name: str, tensor: TensorInfo | None, text: str) -> None:
+        if len(self.arguments) < _KEPT_ARGUMENTS and self.section is not None:
+            self.arguments.append(ApiArgument(name, self.section, tensor, bounded(text, 160)))
+
+    def frozen(self) -> ApiCall:
+        self.close_tensor()
+        return ApiCall(
+            self.line, self.timestamp, self.name, tuple(self.arguments), self.returned,
+            self.exception, self.dump_dir, self.dump_note,
+        )  # fmt: skip
+
+
+@dataclass
+class _State:
+    calls: deque[ApiCall] = field(default_factory=lambda: deque(maxlen=KEPT_CALLS))
+    current: _Call | None = None
+    seen: int = 0
+    level: int = 1
+
+    def finish(self) -> None:
+        if self.current is not None:
+            self.calls.append(self.current.frozen())
+        self.current = None
+
+
+def parse_sglang_api_log(lines: Iterable[str]) -> SglangLog | None:
+    """The calls of an SGLang kernel API log, or None when the lines hold no call entry.
+
+    Never raises; a line it does not understand is skipped.
+    """
+    state = _State()
+    for number, text in numbered(lines):
+        _read_line(state, number, text)
+    state.finish()
+    if not state.seen:
+        return None
+    return SglangLog(tuple(state.calls), state.seen, state.level)
+
+
+def _read_line(state: _State, number: int, text: str) -> None:
+    if "SGLang Kernel API" in text:
+        _read_boundary(state, number, text)
+        return
+    call = state.current
+    if call is None:
+        return
+    stripped = text.strip()
+    if stripped in _SECTIONS:
+        call.close_tensor()
+        call.section = _SECTIONS[stripped]
+        call.returned = call.returned or call.section == "output"
+        state.level = max(state.level, 3)
+        return
+    if _dump_line(state, call, text):
+        return
+    argument = _ARGUMENT.match(text)
+    if argument is not None and call.section is not None:
+        call.argument(*argument.groups())
+        if "min=" in text or "statistics=" in text:
+            state.level = max(state.level, 5)
+        return
+    field_line = _FIELD.match(text)
+    if field_line is not None and call.tensor_name is not None:
+        key, value = field_line.groups()
+        call.tensor_fields.setdefault(key, value.strip())
+        if key in ("min", "statistics"):
+            state.level = max(state.level, 5)
+        return
+    if stripped == ")" or text.startswith("    "):
+        if stripped == ")":
+            call.close_tensor()
+        return
+    if stripped and not stripped.startswith("="):
+        call.close_tensor()
+        call.section = None  # another program's line: the entry's sections are over
+
+
+def _read_boundary(state: _State, number: int, text: str) -> None:
+    call = _CALL.search(text)
+    if call is not None:
+        state.finish()
+        state.seen += 1
+        state.current = _Call(number, call.group(1), call.group(2))
+        return
+    raised = _EXCEPTION.search(text)
+    if raised is None:
+        return
+    _, name, detail = raised.groups()
+    what = bounded(detail, 200) if detail else ""
+    current = state.current
+    if current is not None and current.name == name:
+        current.exception = what
+        return
+    for index in range(len(state.calls) - 1, -1, -1):
+        if state.calls[index].name == name:
+            old = state.calls[index]
+            state.calls[index] = ApiCall(
+                old.line, old.timestamp, old.name, old.arguments, old.returned, what,
+                old.dump_dir, old.dump_note,
+            )  # fmt: skip
+            return
+
+
+def _dump_line(state: _State, call: _Call, text: str) -> bool:
+    dumped = _DUMPED.match(text)
+    if dumped is not None:
+        call.dump_dir = bounded(dumped.group(1), 1024)
+        state.level = 10
+        return True
+    skipped = _DUMP_SKIPPED.match(text)
+    if skipped is not None:
+        call.dump_note = bounded(skipped.group(1), 200)
+        state.level = 10
+        return True
+    return text.startswith("Dumped outputs to: ")
+
+
+def _tensor(fields: dict[str, str]) -> TensorInfo:
+    statistics = fields.get("statistics")
+    return TensorInfo(
+        shape=_shape(fields.get("shape")),
+        shape_text=fields.get("shape"),
+        dtype=fields.get("dtype"),
+        device=fields.get("device"),
+        requires_grad=_bool(fields.get("requires_grad")),
+        contiguous=_bool(fields.get("is_contiguous")),
+        minimum=_float(fields.get("min")),
+        maximum=_float(fields.get("max")),
+        mean=_float(fields.get("mean")),
+        nan_count=_int(fields.get("nan_count")),
+        inf_count=_int(fields.get("inf_count")),
+        statistics_note=statistics.strip("[]") if statistics else None,
+    )
+
+
+def _shape(text: str | None) -> tuple[int, ...] | None:
+    if text is None or not text.startswith("(") or not text.endswith(")"):
+        return None
+    parts = [p.strip() for p in text[1:-1].split(",")]
+    parts = parts[:-1] if parts and parts[-1] == "" else parts
+    if not all(p.isascii() and p.isdigit() and len(p) <= 19 for p in parts):
+        return None
+    return tuple(int(p) for p in parts)
+
+
+def _bool(text: str | None) -> bool | None:
+    return {"True": True, "False": False}.get(text or "")
+
+
+def _float(text: str | None) -> float | None:
+    if text is None or len(text) > 64:
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        return None
+
+
+def _int(text: str | None) -> int | None:
+    if text is None or not (text.isascii() and text.isdigit()) or len(text) > 19:
+        return None
+    return int(text)

@@ -1,0 +1,259 @@
+"""The host evidence as plain report data: the logs read, the facts compared, what they hold.
+
+Every string that came from a log is passed on as it is (each format escapes it); a float
+that is not finite (a tensor's ``mean=nan``) is given as its word, so the JSON stays JSON.
+"""
+
+from __future__ import annotations
+
+import math
+
+from postmortem.analysis.hostevents import HostCheck
+from postmortem.analysis.hostjoin import ApiJoin, HostJoin
+from postmortem.findings import Finding
+from postmortem.host.driver import XID_MEANINGS
+from postmortem.host.model import (
+    ApiCall,
+    CudaErrorLog,
+    DriverLog,
+    HostLogFile,
+    SanitizerLog,
+    TensorInfo,
+)
+from postmortem.report.values import Json, dim_or_none, hex_or_none, kernel_json
+
+_SHOWN = 4
+"""Errors, asserts and events of one kind shown per log."""
+_FRAMES = 5
+
+
+def host_json(join: HostJoin | None) -> Json | None:
+    """What the host logs add to a report; None when no host log was given."""
+    if join is None:
+        return None
+    checks = join.checks
+    return {
+        "files": [_file(f) for f in join.files],
+        "checks": [_check(c) for c in checks],
+        "agreements": sum(1 for c in checks if c.agrees is True),
+        "disagreements": sum(1 for c in checks if c.agrees is False),
+        "sglang": [_api(a) for a in join.api],
+        "cuda_errors": [
+            _cuda_errors(f.path.name, f.cuda_errors) for f in join.files if f.cuda_errors
+        ],
+        "driver": [_driver(f.path.name, f.driver) for f in join.files if f.driver],
+        "sanitizer": [_sanitizer(f.path.name, f.sanitizer) for f in join.files if f.sanitizer],
+        "findings": [_finding(f) for f in join.findings],
+    }
+
+
+def _file(file: HostLogFile) -> Json:
+    read = file.size_bytes - file.read_from
+    return {
+        "path": str(file.path),
+        "size_bytes": file.size_bytes,
+        "read_from": file.read_from,
+        "cut": file.cut,
+        "read_note": f"the last {_size(read)} of {_size(file.size_bytes)} read"
+        if file.cut
+        else None,
+        "lines": file.lines,
+        "recognized": [kind.value for kind in file.kinds],
+    }
+
+
+def _check(check: HostCheck) -> Json:
+    return {
+        "file": check.path.name,
+        "line": check.line,
+        "source": check.source,
+        "fact": check.fact,
+        "host": check.host,
+        "dump": check.dump,
+        "agrees": check.agrees,
+        "how": check.how,
+    }
+
+
+def _api(joined: ApiJoin) -> Json:
+    match = joined.match
+    return {
+        "file": joined.path.name,
+        "level": joined.log.level,
+        "calls_seen": joined.log.calls_seen,
+        "last_calls": [_call(c) for c in joined.last_calls],
+        "match": None if match is None else _call(match),
+        "kernel": kernel_json(joined.kernel),
+        "how": joined.how,
+    }
+
+
+def _call(call: ApiCall) -> Json:
+    return {
+        "line": call.line,
+        "timestamp": call.timestamp,
+        "name": call.name,
+        "returned": call.returned,
+        "exception": call.exception,
+        "dump_dir": call.dump_dir,
+        "dump_note": call.dump_note,
+        "arguments": [
+            {"name": a.name, "section": a.section, "text": a.text, "tensor": _tensor(a.tensor)}
+            for a in call.arguments
+        ],
+        "flagged": [a.name for a in call.flagged],
+    }
+
+
+def _tensor(tensor: TensorInfo | None) -> Json | None:
+    if tensor is None:
+        return None
+    return {
+        "shape": None if tensor.shape is None else list(tensor.shape),
+        "shape_text": tensor.shape_text,
+        "dtype": tensor.dtype,
+        "device": tensor.device,
+        "requires_grad": tensor.requires_grad,
+        "contiguous": tensor.contiguous,
+        "min": _number(tensor.minimum),
+        "max": _number(tensor.maximum),
+        "mean": _number(tensor.mean),
+        "nan_count": tensor.nan_count,
+        "inf_count": tensor.inf_count,
+        "statistics_note": tensor.statistics_note,
+        "has_nan_or_inf": tensor.has_nan_or_inf,
+    }
+
+
+def _cuda_errors(name: str, log: CudaErrorLog) -> Json:
+    return {
+        "file": name,
+        "errors_seen": log.errors_seen,
+        "asserts_seen": log.asserts_seen,
+        "errors": [
+            {
+                "line": e.line,
+                "text": e.text,
+                "exception_type": e.exception_type,
+                "error": e.error,
+                "kind": e.kind,
+                "asynchronous": e.asynchronous,
+                "frames": [
+                    {"file": f.file, "line": f.line, "function": f.function, "code": f.code}
+                    for f in e.frames[-_FRAMES:]
+                ],
+                "surfaced_at": (
+                    f"{e.frames[-1].file}:{e.frames[-1].line} in {e.frames[-1].function}"
+                    if e.frames
+                    else None
+                ),
+            }
+            for e in log.errors[:_SHOWN]
+        ],
+        "asserts": [
+            {
+                "line": a.line,
+                "source_file": a.source_file,
+                "source_line": a.source_line,
+                "function": a.function,
+                "block": list(a.block),
+                "thread": list(a.thread),
+                "condition": a.condition,
+            }
+            for a in log.asserts[:_SHOWN]
+        ],
+    }
+
+
+def _driver(name: str, log: DriverLog) -> Json:
+    return {
+        "file": name,
+        "xids_seen": log.xids_seen,
+        "xids": [
+            {
+                "line": x.line,
+                "pci": x.pci,
+                "xid": x.xid,
+                "meaning": XID_MEANINGS.get(x.xid),
+                "pid": x.pid,
+                "process": x.process,
+                "channel": x.channel,
+                "fault_address": x.fault_address,
+                "fault_address_hex": hex_or_none(x.fault_address),
+                "fault_type": x.fault_type,
+                "access_type": x.access_type,
+                "engine": x.engine,
+                "detail": x.detail,
+            }
+            for x in log.xids[: _SHOWN * 2]
+        ],
+        "exceptions": [
+            {
+                "line": e.line,
+                "source": e.source,
+                "code": e.code,
+                "name": e.name,
+                "device": e.device,
+                "sm": e.sm,
+                "warp": e.warp,
+                "pc_hex": hex_or_none(e.pc),
+                "function": e.function,
+                "block": dim_or_none(e.block),
+                "thread": dim_or_none(e.thread),
+            }
+            for e in log.exceptions[:_SHOWN]
+        ],
+        "dumps_written": [{"line": w.line, "path": w.path} for w in log.dumps_written[:_SHOWN]],
+    }
+
+
+def _sanitizer(name: str, log: SanitizerLog) -> Json:
+    return {
+        "file": name,
+        "errors_seen": log.errors_seen,
+        "summary_errors": log.summary_errors,
+        "errors": [
+            {
+                "line": e.line,
+                "what": e.what,
+                "space": e.space,
+                "access": e.access,
+                "size_bytes": e.size_bytes,
+                "kernel": e.kernel,
+                "offset_hex": hex_or_none(e.offset),
+                "source": None if e.source_file is None else f"{e.source_file}:{e.source_line}",
+                "block": dim_or_none(e.block),
+                "thread": dim_or_none(e.thread),
+                "address_hex": hex_or_none(e.address),
+                "address_note": e.address_note,
+                "allocation_note": e.allocation_note,
+            }
+            for e in log.errors[:_SHOWN]
+        ],
+    }
+
+
+def _finding(finding: Finding) -> Json:
+    return {
+        "code": finding.code.value,
+        "severity": finding.severity.value,
+        "message": finding.message,
+        "evidence": list(finding.evidence),
+        "remedy": finding.remedy,
+        "caveat": finding.caveat,
+    }
+
+
+def _number(value: float | None) -> float | str | None:
+    if value is None or math.isfinite(value):
+        return value
+    return str(value)
+
+
+def _size(size: int) -> str:
+    value = float(size)
+    for unit in ("bytes", "KiB", "MiB"):
+        if value < 1024:
+            return f"{size} bytes" if unit == "bytes" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{value:.1f} GiB"

@@ -1,0 +1,58 @@
+"""The captured command's output: passed on, logged line by line, and not waited for forever
+when a process it left behind keeps its pipes open."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+
+
+def capture(folder, *command: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    argv = [sys.executable, "-m", "postmortem", "capture", "--dir", str(folder), "--no-analyze"]
+    return subprocess.run([*argv, "--", *command], capture_output=True, text=True, timeout=timeout)
+
+
+def test_both_streams_are_passed_on_and_logged_whole_lines_at_a_time(tmp_path):
+    # GIVEN a program that writes parts of lines to both streams, and a last line unfinished
+    program = (
+        "import sys\n"
+        "for i in range(200):\n"
+        "    sys.stdout.write(f'out {i} '); sys.stdout.flush()\n"
+        "    sys.stderr.write(f'err {i}\\n'); sys.stderr.flush()\n"
+        "    sys.stdout.write('end\\n'); sys.stdout.flush()\n"
+        "sys.stdout.write('no newline')\n"
+    )
+    result = capture(tmp_path, sys.executable, "-c", program)
+    # THEN each stream arrives whole where it belongs, and the log never splits a line
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "".join(f"out {i} end\n" for i in range(200)) + "no newline"
+    assert result.stderr.startswith("".join(f"err {i}\n" for i in range(200)))
+    (log,) = tmp_path.glob("host.*.log")
+    lines = log.read_text().splitlines()
+    assert sorted(lines) == sorted(
+        [f"out {i} end" for i in range(200)] + [f"err {i}" for i in range(200)] + ["no newline"]
+    )
+
+
+def test_a_process_left_behind_with_the_pipes_does_not_hold_capture(tmp_path):
+    # GIVEN a program that starts a long sleeper holding its output pipes, then exits
+    pid_file = tmp_path / "sleeper"
+    program = (
+        "import subprocess, sys\n"
+        "p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])\n"
+        f"open({str(pid_file)!r}, 'w').write(str(p.pid))\n"
+        "print('started', flush=True)\n"
+    )
+    started = time.monotonic()
+    try:
+        result = capture(tmp_path / "dumps", sys.executable, "-c", program)
+        # THEN capture ends a few seconds after the program, with its output
+        assert time.monotonic() - started < 30
+        assert result.returncode == 0 and result.stdout == "started\n"
+    finally:
+        with contextlib.suppress(OSError, ValueError):
+            os.kill(int(pid_file.read_text()), signal.SIGKILL)

@@ -1,0 +1,101 @@
+"""`postmortem trigger`: the pipe found, refused when it is not one, the trigger written as the
+driver expects, and a clear error when nobody reads."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from postmortem.capture.trigger import TRIGGER_BYTES, find_pipe, pid_of_pipe, trigger
+from postmortem.errors import NotAFifo, PipeNotFound
+
+
+def run(*args: object, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    argv = [sys.executable, "-m", "postmortem", "trigger", *map(str, args)]
+    return subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+
+
+def one_line_error(result: subprocess.CompletedProcess[str], status: int) -> str:
+    assert result.returncode == status, (result.stdout, result.stderr)
+    assert "Traceback" not in result.stderr
+    (line,) = result.stderr.splitlines()
+    assert line.startswith("error: ")
+    return line
+
+
+def test_a_path_that_is_not_a_fifo_is_refused_with_exit_2(tmp_path):
+    regular = tmp_path / "corepipe.h.1"
+    regular.write_text("")
+    line = one_line_error(run(regular), 2)
+    assert "not a coredump pipe (a FIFO): it is a regular file" in line
+    assert "a folder" in one_line_error(run(tmp_path), 2)
+
+
+def test_a_fifo_with_no_reader_times_out_quickly_with_one_line(tmp_path):
+    # GIVEN a FIFO that no process reads
+    fifo = tmp_path / "corepipe.h.1"
+    os.mkfifo(fifo)
+    # WHEN a trigger is written with a short timeout
+    started = time.monotonic()
+    result = run(fifo, "--timeout", "0.3", "--wait", "1")
+    # THEN it gives up in about that time, in one line, with the timed-out status
+    assert time.monotonic() - started < 10
+    line = one_line_error(result, 5)
+    assert "no process reads this coredump pipe (waited 0.3 s)" in line
+
+
+def test_neither_or_both_of_pipe_and_pid_is_a_one_line_error(tmp_path):
+    assert "--pid" in one_line_error(run(), 2)
+    assert "--pid" in one_line_error(run(tmp_path / "p", "--pid", "1"), 2)
+
+
+def test_the_trigger_is_a_mebibyte_of_zeros_taken_by_the_reader(tmp_path):
+    # GIVEN a FIFO with a reader, as the driver has one
+    fifo = tmp_path / "corepipe.h.1"
+    os.mkfifo(fifo)
+    taken = bytearray()
+
+    def read() -> None:
+        with open(fifo, "rb") as reader:
+            while chunk := reader.read(65536):
+                taken.extend(chunk)
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    # WHEN the trigger is written
+    done = trigger(fifo, timeout=5)
+    reader.join(5)
+    # THEN all of it arrived, zeros only
+    assert done.written_bytes == TRIGGER_BYTES == len(taken)
+    assert not any(taken)
+
+
+def test_refusing_a_non_fifo_raises_the_typed_error(tmp_path):
+    with pytest.raises(NotAFifo):
+        trigger(tmp_path, timeout=0.1)
+
+
+def test_the_pipe_of_a_pid_is_found_in_capture_s_folder(tmp_path):
+    # GIVEN the pipe `capture --hang` names for this process in its folder
+    pid = os.getpid()
+    fifo = tmp_path / f"corepipe.{socket.gethostname()}.{pid}"
+    os.mkfifo(fifo)
+    # WHEN it is looked for by pid; THEN it is found, and its name gives the pid back
+    assert find_pipe(pid, tmp_path, {}) == fifo
+    assert pid_of_pipe(fifo) == pid
+    assert pid_of_pipe(Path("corepipe.cuda.node-1.77")) == 77
+    assert pid_of_pipe(Path("pipe")) is None
+
+
+def test_no_pipe_for_a_pid_names_where_it_looked(tmp_path):
+    with pytest.raises(PipeNotFound) as caught:
+        find_pipe(os.getpid(), tmp_path, {})
+    assert str(tmp_path) in str(caught.value)
+    assert "CUDA_ENABLE_USER_TRIGGERED_COREDUMP=1" in (caught.value.hint or "")
