@@ -5,7 +5,10 @@ the committed fixture dumps and a larger synthetic one (fixtures/builder/large.p
 r400 rows, and M bytes of captured global memory), then, for each dump, runs the native
 reader and the whole analysis (no cuda-gdb: it reads local files only) in this process on
 the URL and on the local file. It prints the bytes transferred and the requests per dump
-against the dump's size, and the time of the remote analysis next to the local one.
+against the dump's size (what a scan's worker reads of each dump; discovery adds one 4 KiB
+ranged read per object), and the time of the remote analysis next to the local one. Then
+it times two whole `postmortem scan` commands, one of the bucket and one of the same files
+on disk (no cache, -j 2).
 
     python bench/bench_remote.py [--lanes N] [--global-mib M]
 """
@@ -99,7 +102,24 @@ def main() -> None:
         print(f"\n{len(dumps)} dumps: {total_fetched:,} of {total_size:,} bytes fetched "
               f"({total_fetched / total_size:.2%}); analysis {remote_seconds:.1f} s from the "
               f"store, {local_seconds:.1f} s from disk")  # fmt: skip
+        local_folder = Path(scratch) / "corpus"
+        local_folder.mkdir()
+        for dump in dumps:
+            (local_folder / dump.name).write_bytes(dump.read_bytes())
+        remote_scan = _scan(f"s3://{BUCKET}", "--storage-option", f"endpoint_url={endpoint}")
+        local_scan = _scan(str(local_folder))
+        print(f"postmortem scan of the bucket: {remote_scan:.1f} s; of the same files on disk: "
+              f"{local_scan:.1f} s (whole commands, no cache, -j 2)")  # fmt: skip
     server.stop()
+
+
+def _scan(*args: str) -> float:
+    started = time.perf_counter()
+    subprocess.run(
+        [sys.executable, "-m", "postmortem", "scan", *args, "--no-cache", "-j", "2"],
+        check=True, cwd=ROOT, stdout=subprocess.DEVNULL,
+    )  # fmt: skip
+    return time.perf_counter() - started
 
 
 if __name__ == "__main__":
