@@ -58,6 +58,12 @@ def is_url(text: str | Path) -> bool:
     return isinstance(text, DumpUrl) or bool(_SCHEME.match(str(text)))
 
 
+def absolute_path(path: str | Path) -> str:
+    """A local path made absolute (links not resolved), a URL as it is: how the scan cache
+    and a dump's id know a dump, however its folder was spelled."""
+    return str(path) if is_url(path) else os.path.abspath(path)
+
+
 def as_dump_path(text: str | Path) -> Path:
     """A local `Path`, or a `DumpUrl` for a URL; `file://` URLs become local paths."""
     if isinstance(text, Path):

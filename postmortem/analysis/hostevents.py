@@ -13,7 +13,7 @@ from pathlib import Path
 
 from postmortem.analysis.address import LaneAddress
 from postmortem.analysis.fault import FaultSite
-from postmortem.analysis.hostmatch import compare_address, lane_words, match_kernel
+from postmortem.analysis.hostmatch import compare_address, dim_text, lane_words, match_kernel
 from postmortem.demangle import demangle
 from postmortem.host.model import CudaException, DriverLog, SanitizerError, SanitizerLog
 from postmortem.model import describe_exception
@@ -304,8 +304,3 @@ def coordinates_check(
         dump += f" and {len(faults) - 1} more"
     how = "a faulting thread" if same else "no faulting thread there"
     return HostCheck(path, line, source, "block and thread", host, dump, same, how)
-
-
-def dim_text(value: tuple[int, int, int] | None) -> str:
-    """``(5,0,0)``, or ``(?)``."""
-    return "(?)" if value is None else "({},{},{})".format(*value)

@@ -271,8 +271,8 @@ def _file_findings(files: Sequence[HostLogFile]) -> list[Finding]:
                 Finding(
                     FindingCode.HOST_LOG_CUT,
                     Severity.INFO,
-                    f"{file.path}: only its last {_size(file.size_bytes - file.read_from)} of "
-                    f"{_size(file.size_bytes)} were read; line numbers count from byte "
+                    f"{file.path}: only its last {size_text(file.size_bytes - file.read_from)} "
+                    f"of {size_text(file.size_bytes)} were read; line numbers count from byte "
                     f"{file.read_from}",
                     caveat="what the log said before that is not in this report",
                 )
@@ -315,10 +315,11 @@ def _disagreement(checks: Sequence[HostCheck]) -> Finding:
     )
 
 
-def _size(size: int) -> str:
+def size_text(size: int) -> str:
+    """``812 bytes``, ``7.9 MiB``: a size in bytes for people."""
     value = float(size)
-    for unit in ("bytes", "KiB", "MiB", "GiB"):
-        if value < 1024 or unit == "GiB":
-            return f"{int(value)} bytes" if unit == "bytes" else f"{value:.1f} {unit}"
+    for unit in ("bytes", "KiB", "MiB"):
+        if value < 1024:
+            return f"{size} bytes" if unit == "bytes" else f"{value:.1f} {unit}"
         value /= 1024
     return f"{value:.1f} GiB"

@@ -126,11 +126,12 @@ def compare_address(
 
 def lane_words(lane: LaneAddress) -> str:
     """``0x7f3b40543000 (block (5,0,0) thread (67,0,0))``: a lane's address for a report."""
-    where = f"block {_dim(lane.block_idx)} thread {_dim(lane.thread_idx)}"
+    where = f"block {dim_text(lane.block_idx)} thread {dim_text(lane.thread_idx)}"
     return f"0x{lane.address or 0:x} ({where})"
 
 
-def _dim(value: Dim3 | None) -> str:
+def dim_text(value: Dim3 | None) -> str:
+    """``(5,0,0)``, or ``(?)``."""
     return "(?)" if value is None else "({},{},{})".format(*value)
 
 

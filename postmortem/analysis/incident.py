@@ -27,7 +27,9 @@ from postmortem.analysis.analyze import Analysis, AnalyzeOptions, analyze_dump
 from postmortem.analysis.collective import base_name, is_collective
 from postmortem.analysis.oncall import OnCallSummary, oncall_summary
 from postmortem.analysis.signature import compute_signature, load_rules, signature_input
+from postmortem.coredump.remote import stored_mtime
 from postmortem.errors import NoGpuState, PostmortemError
+from postmortem.urls import DumpUrl
 
 METADATA = "metadata"
 """`IncidentDump.time_source` of a dump ordered by its metadata timestamp."""
@@ -74,6 +76,11 @@ class IncidentDump:
     """Its crash signature's id (`postmortem.analysis.signature`)."""
     kernels: tuple[str, ...] = ()
     """The faulting kernel; for a dump without a fault, the kernels its live warps are in."""
+
+    @property
+    def unreadable(self) -> bool:
+        """Its analysis stopped on an error other than holding no GPU state."""
+        return self.error is not None and not self.no_gpu_state
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,15 +132,13 @@ def analyze_incident(paths: Sequence[Path], options: AnalyzeOptions | None = Non
         mtime = _mtime(path)
         try:
             analysis = analyze_dump(path, options)
-        except NoGpuState as error:
-            dumps.append(IncidentDump(str(path), mtime, MTIME, mtime, _reason(path, error), True))
-            continue
         except PostmortemError as error:
-            dumps.append(unreadable_dump(str(path), _reason(path, error), mtime))
+            no_gpu_state = isinstance(error, NoGpuState)
+            dumps.append(failed_dump(str(path), _reason(path, error), mtime, no_gpu_state))
             continue
         except Exception as error:  # a bug of ours in one dump must not stop the incident
             reason = f"internal error: {type(error).__name__}: {_reason(path, error)}"
-            dumps.append(unreadable_dump(str(path), reason, mtime))
+            dumps.append(failed_dump(str(path), reason, mtime))
             continue
         signature = compute_signature(signature_input(analysis), rules, options.localize.path_maps)
         dumps.append(incident_dump(analysis, mtime, signature.id))
@@ -146,7 +151,7 @@ def analyze_incident(paths: Sequence[Path], options: AnalyzeOptions | None = Non
 def incident_dump(analysis: Analysis, mtime: float | None, signature: str | None) -> IncidentDump:
     """What the incident needs of an analyzed dump."""
     meta = analysis.summary.metadata
-    stamp = meta.timestamp if meta is not None and meta.timestamp else None
+    stamp = meta.timestamp if meta is not None else None
     time, source = (float(stamp), METADATA) if stamp else (mtime, MTIME)
     site = analysis.sites[0] if analysis.sites else None
     if site is not None:
@@ -160,31 +165,26 @@ def incident_dump(analysis: Analysis, mtime: float | None, signature: str | None
     )  # fmt: skip
 
 
-def unreadable_dump(path: str, error: str, mtime: float | None) -> IncidentDump:
-    """A dump that could not be read, and why."""
-    return IncidentDump(path, mtime, None if mtime is None else MTIME, mtime, error)
+def failed_dump(
+    path: str, error: str, mtime: float | None, no_gpu_state: bool = False
+) -> IncidentDump:
+    """A dump whose analysis stopped on `error`: unreadable, or holding no GPU state."""
+    source = None if mtime is None else MTIME
+    return IncidentDump(path, mtime, source, mtime, error, no_gpu_state)
 
 
 def build_incident(dumps: Sequence[IncidentDump]) -> Incident:
     """The roles, order and verdict of `dumps` (the dumps of one job)."""
-    readable = [d for d in dumps if d.error is None or d.no_gpu_state]
-    order = sorted(
-        range(len(readable)),
-        key=lambda i: (
-            readable[i].time is None, readable[i].time or 0.0,
-            readable[i].mtime is None, readable[i].mtime or 0.0, i,
-        ),
-    )  # fmt: skip
-    ordered = [readable[i] for i in order]
+    # sorted() is stable: dumps written at the same moment keep the order given.
+    ordered = sorted(
+        (d for d in dumps if not d.unreadable),
+        key=lambda d: (d.time is None, d.time or 0.0, d.mtime is None, d.mtime or 0.0),
+    )
     faults = [d for d in ordered if d.faulted]
-    stuck = [d for d in ordered if _role_without_fault(d)[0] is Role.STUCK]
+    stuck = [d for d in ordered if not d.faulted and _role_without_fault(d)[0] is Role.STUCK]
     lead = faults[0] if faults else (stuck[0] if stuck else None)
     rows = [_row(d, lead) for d in ordered]
-    rows += [
-        IncidentRow(d, Role.UNREADABLE, d.error or "")
-        for d in dumps
-        if d.error is not None and not d.no_gpu_state
-    ]
+    rows += [IncidentRow(d, Role.UNREADABLE, d.error or "") for d in dumps if d.unreadable]
     return Incident(tuple(rows), _verdict(lead, faults, stuck, rows), _notes(ordered, faults))
 
 
@@ -202,8 +202,6 @@ def _row(dump: IncidentDump, lead: IncidentDump | None) -> IncidentRow:
 
 
 def _role_without_fault(dump: IncidentDump) -> tuple[Role, str]:
-    if dump.faulted:
-        return Role.FAULT, ""
     if dump.no_gpu_state:
         return Role.COLLATERAL, (
             "no warp and no exception: no kernel was running, or its contexts were torn down"
@@ -242,7 +240,8 @@ def _verdict(
 
 def _notes(ordered: Sequence[IncidentDump], faults: Sequence[IncidentDump]) -> tuple[str, ...]:
     notes = []
-    undated = sum(1 for d in ordered if d.time_source != METADATA)
+    # A dump with no GPU state was never read as far as its timestamp: the driver is not why.
+    undated = sum(1 for d in ordered if d.time_source != METADATA and not d.no_gpu_state)
     if undated:
         notes.append(
             f"{undated} dump{'s carry' if undated != 1 else ' carries'} no metadata timestamp "
@@ -260,6 +259,8 @@ def _notes(ordered: Sequence[IncidentDump], faults: Sequence[IncidentDump]) -> t
 
 
 def _mtime(path: Path) -> float | None:
+    if isinstance(path, DumpUrl):
+        return stored_mtime(str(path))
     try:
         return os.stat(path).st_mtime
     except OSError:

@@ -21,6 +21,7 @@ from postmortem.analysis.counts import count_faults
 from postmortem.analysis.fault import FaultSite
 from postmortem.analysis.hang import StuckGroup
 from postmortem.analysis.oncall_evidence import NATIVE, BestGuess, Statement
+from postmortem.analysis.state import KernelState
 from postmortem.analysis.verdict import site_title
 from postmortem.demangle import collapse_templates, demangle
 from postmortem.findings import Finding, FindingCode
@@ -89,7 +90,7 @@ def oncall_summary(analysis: Analysis) -> OnCallSummary:
         return _fault_summary(analysis, analysis.sites[0])
     live = [k for k in analysis.state if k.warps]
     if live and all(is_collective(k.kernel) for k in live):
-        return _collective_summary(analysis)
+        return _collective_summary(analysis, live)
     if analysis.hang is not None:
         return _hang_summary(analysis)
     return OnCallSummary(
@@ -131,9 +132,8 @@ def _fault_class(site: FaultSite) -> tuple[ProblemClass, str]:
 
 def _fault_signal(site: FaultSite) -> Statement:
     """A failed address check, else the driver's own words, else the exception records."""
-    failed = next((c for c in site.forensics.checks if c.verdict is False), None) if (
-        site.forensics
-    ) else None  # fmt: skip
+    checks = site.forensics.checks if site.forensics else ()
+    failed = next((c for c in checks if c.verdict is False), None)
     if failed is not None:
         return Statement(failed.message, parts.FORENSICS)
     detail = next((f.detail for f in site.faults if f.detail), None)
@@ -158,8 +158,7 @@ def _fault_signal(site: FaultSite) -> Statement:
     )
 
 
-def _collective_summary(analysis: Analysis) -> OnCallSummary:
-    live = [k for k in analysis.state if k.warps]
+def _collective_summary(analysis: Analysis, live: Sequence[KernelState]) -> OnCallSummary:
     names = sorted({base_name(k.kernel or "") for k in live})
     warps = sum(k.warps for k in live)
     kernel = live[0].kernel or ""

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from postmortem.analysis.analyze import Analysis
+from postmortem.analysis.crosscheck import CrossCheck
 from postmortem.analysis.fault import FaultSite
 from postmortem.analysis.hang import StuckGroup
 from postmortem.analysis.inline import FrameName
@@ -122,6 +123,7 @@ def group_signal(group: StuckGroup) -> Statement:
 
 
 def no_exception(analysis: Analysis) -> Statement:
+    """That no row records an exception, and how many warps are live."""
     warps = sum(k.warps for k in analysis.state)
     return Statement(
         f"no lane, warp or SM row records an exception; {warps} live "
@@ -131,7 +133,7 @@ def no_exception(analysis: Analysis) -> Statement:
 
 
 def _why_no_listing(analysis: Analysis) -> str:
-    use = next((u for u in analysis.provenance if u.source == "nvdisasm"), None)
+    use = next((u for u in analysis.provenance if u.source == NVDISASM), None)
     return f"nvdisasm {use.note}" if use is not None and use.note else "no instruction listing"
 
 
@@ -252,8 +254,8 @@ def common_ruled_out(analysis: Analysis, site: FaultSite | None) -> tuple[Statem
         shown = ", ".join(facts[:3]) + (", …" if len(facts) > 3 else "")
         found.append(
             Statement(
-                f"not a misreading of the dump: cuda-gdb {check.version or ''} agrees on "
-                f"{len(facts)} fact{'s' if len(facts) != 1 else ''} ({shown})".replace("  ", " "),
+                f"not a misreading of the dump: {_cuda_gdb(check)} agrees on {len(facts)} "
+                f"fact{'s' if len(facts) != 1 else ''} ({shown})",
                 CUDA_GDB,
             )
         )
@@ -291,10 +293,14 @@ def cross_check_step(analysis: Analysis) -> Statement | None:
         return None
     facts = ", ".join(c.fact for c in check.disagreements)
     return Statement(
-        f"cuda-gdb {check.version or ''} disagrees on {facts}: compare both readings by hand "
-        f"(`postmortem debug {analysis.path}`) before trusting either".replace("  ", " "),
+        f"{_cuda_gdb(check)} disagrees on {facts}: compare both readings by hand "
+        f"(`postmortem debug {analysis.path}`) before trusting either",
         CUDA_GDB,
     )
+
+
+def _cuda_gdb(check: CrossCheck) -> str:
+    return f"cuda-gdb {check.version}" if check.version else "cuda-gdb"
 
 
 def finding_step(diagnoses: Sequence[Finding]) -> Statement | None:

@@ -31,8 +31,8 @@ from pathlib import Path
 from types import FrameType
 from typing import Any, BinaryIO
 
-from postmortem.capture.dumps import written_path
 from postmortem.errors import CommandNotExecutable, CommandNotStarted, OutputUnwritable
+from postmortem.host.driver import written_path
 
 FORWARDED = (
     signal.SIGINT,
@@ -213,15 +213,17 @@ class _Tee(threading.Thread):
         data = self._pending + chunk
         *lines, self._pending = data.split(b"\n")
         for line in lines:
-            self._line(line + b"\n")
+            self._line(line)
         if len(self._pending) > _MAX_LINE:
             self._line(self._pending)
             self._pending = b""
 
     def _line(self, line: bytes) -> None:
-        self._log.write(line)
+        # Every line ends in a newline in the log, the last one and a long line's pieces too:
+        # else the other stream's next line would be glued to it.
+        self._log.write(line + b"\n")
         if b"coredump:" in line and len(self.named) < _MAX_NAMED:
-            path = written_path(line.decode("utf-8", "replace").rstrip("\r\n"))
+            path = written_path(line.decode("utf-8", "replace"))
             if path is not None:
                 self.named.append(path)
 

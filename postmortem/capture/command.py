@@ -22,7 +22,9 @@ import click
 
 from postmortem.capture.child import ChildExit, run_child
 from postmortem.capture.dumps import (
+    MTIME_SLACK_S,
     expand,
+    file_mtime,
     matching_files,
     named_files,
     unique,
@@ -188,8 +190,11 @@ def _kernel_api_logs(plan: EnvironmentPlan, folder: Path, since: float) -> list[
     """SGLang's kernel API logs in the folder written during the capture (one per process)."""
     if plan.value("SGLANG_KERNEL_API_LOGDEST") != str(folder / KERNEL_API_LOG_NAME):
         return []
-    found = folder.glob(KERNEL_API_LOG_NAME.replace("%i", "*"))
-    return sorted(p for p in found if p.is_file() and p.stat().st_mtime >= since - 0.5)
+    found = sorted(folder.glob(KERNEL_API_LOG_NAME.replace("%i", "*")))
+    # file_mtime: None for a folder, or for a log removed since the glob (no traceback).
+    return [
+        p for p in found if (mtime := file_mtime(p)) is not None and mtime >= since - MTIME_SLACK_S
+    ]
 
 
 def _dump_globs(pid: int | None, dump_dir: Path) -> list[str]:

@@ -5,7 +5,8 @@ process id) and ``%t`` (Unix seconds when the dump is written), anywhere in the 
 cuda-gdb manual, "GPU core dump support"). A relative name is relative to the process's working
 folder. After a capture, a dump is found two ways: by the pattern, expanded for the captured
 process (``%t`` matched as digits), and by the line the driver prints for every dump when
-`CUDA_COREDUMP_SHOW_PROGRESS=1` (as the vLLM and NVIDIA samples show it):
+`CUDA_COREDUMP_SHOW_PROGRESS=1` (as the vLLM and NVIDIA samples show it; read by
+`postmortem.host.driver.written_path`):
 
     [00:40:46.806153] coredump: Writing ELF file to /dumps/cuda_coredump_xxx.1799919.1754898045
 
@@ -26,18 +27,10 @@ from pathlib import Path
 
 from postmortem.errors import TriggerTimedOut
 
-_WRITING = re.compile(r"coredump: Writing ELF file to (?P<path>\S.*?)\s*$")
 _PLACEHOLDER = re.compile(r"%(.)", re.DOTALL)
 MTIME_SLACK_S = 0.5
 """How much older than the start of a capture or trigger a dump's time may read (file times
 are kept at the kernel's coarse clock)."""
-
-
-def written_path(line: str) -> str | None:
-    """The path a driver's ``coredump: Writing ELF file to PATH`` line names; None for any other
-    line."""
-    match = _WRITING.search(line)
-    return match["path"] if match else None
 
 
 def expand(pattern: str, *, host: str, pid: int | None) -> str:
@@ -76,7 +69,7 @@ def matching_files(
     for name in glob.glob(expand(full, host=host, pid=pid)):
         if regex.fullmatch(name) is None:
             continue
-        mtime = _file_mtime(Path(name))
+        mtime = file_mtime(Path(name))
         if mtime is not None and (since is None or mtime >= since - MTIME_SLACK_S):
             found.append((mtime, name))
     return [Path(name) for _, name in sorted(found)]
@@ -87,7 +80,7 @@ def named_files(paths: Iterable[str], base: Path) -> list[Path]:
     found = []
     for text in paths:
         path = Path(text) if os.path.isabs(text) else base / text
-        if _file_mtime(path) is not None:
+        if file_mtime(path) is not None:
             found.append(path)
     return found
 
@@ -107,7 +100,8 @@ def unique(paths: Iterable[Path]) -> list[Path]:
     return out
 
 
-def _file_mtime(path: Path) -> float | None:
+def file_mtime(path: Path) -> float | None:
+    """When `path` was last written, Unix seconds; None when it is not a regular file."""
     try:
         info = path.stat()
     except (OSError, ValueError):
@@ -157,7 +151,7 @@ def _newest(globs: Sequence[str], since: float) -> Path | None:
     best: tuple[float, str] | None = None
     for pattern in globs:
         for name in glob.glob(pattern):
-            mtime = _file_mtime(Path(name))
+            mtime = file_mtime(Path(name))
             if mtime is not None and mtime >= since - MTIME_SLACK_S:
                 best = max(best, (mtime, name)) if best else (mtime, name)
     return Path(best[1]) if best else None

@@ -7,7 +7,7 @@ prescribe, with the names NVIDIA's cuda-gdb manual gives them:
 
 - `CUDA_ENABLE_COREDUMP_ON_EXCEPTION=1`: a GPU exception writes a dump.
 - `CUDA_COREDUMP_SHOW_PROGRESS=1`: the driver says what it writes, among it the line
-  ``coredump: Writing ELF file to PATH`` that `dumps.written_paths` reads.
+  ``coredump: Writing ELF file to PATH`` that `host.driver.written_path` reads.
 - `CUDA_COREDUMP_GENERATION_FLAGS`: the lightweight dump (no memory, no unrelocated images),
   unless `--full`.
 - `CUDA_COREDUMP_FILE=DIR/core_%h.%p.%t.nvcudmp`: ``%h`` host, ``%p`` process id, ``%t`` Unix

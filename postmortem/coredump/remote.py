@@ -204,10 +204,7 @@ def _missing_runs(present: bytearray, wanted: list[tuple[int, int]]) -> list[tup
         while block >= 0:
             end = present.find(1, block, hi)
             end = hi if end < 0 else end
-            if runs and block <= runs[-1][1]:
-                runs[-1] = (runs[-1][0], max(runs[-1][1], end))
-            else:
-                runs.append((block, end))
+            runs.append((block, end))  # overlaps and near neighbours are joined by `_merge`
             block = present.find(0, end, hi)
     return runs
 
@@ -220,6 +217,18 @@ def _merge(runs: list[tuple[int, int]]) -> list[tuple[int, int]]:
         else:
             merged.append((lo, hi))
     return merged
+
+
+def stored_mtime(url: str) -> float | None:
+    """The modification time the store gives the object at `url`; None when it gives none or
+    cannot be asked."""
+    try:
+        import fsspec  # type: ignore[import-untyped, unused-ignore]
+
+        fs, key = fsspec.core.url_to_fs(url)
+        return modified_time(fs.info(key))
+    except Exception:  # noqa: BLE001 - each store raises its own errors
+        return None
 
 
 def version_tag(info: dict[str, Any]) -> str | None:

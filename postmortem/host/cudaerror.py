@@ -25,7 +25,7 @@ from __future__ import annotations
 import re
 from collections import deque
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from postmortem.host.lines import bounded, dim3, numbered
 from postmortem.host.model import CudaErrorLog, CudaErrorReport, DeviceAssert, PythonFrame
@@ -126,8 +126,7 @@ def _source_line(state: _State, pending: tuple[int, str, str], number: int, text
     code = text[len(prefix) :] if prefix.strip() and text.startswith(prefix) else text
     if not code.startswith("    ") or any(words in code for words, _ in _ERRORS):
         return
-    last = state.frames[-1]
-    state.frames[-1] = PythonFrame(last.file, last.line, last.function, bounded(code, 200))
+    state.frames[-1] = replace(state.frames[-1], code=bounded(code, 200))
 
 
 def _error(state: _State, number: int, text: str, words: str, kind: str) -> None:
@@ -152,10 +151,7 @@ def _error(state: _State, number: int, text: str, words: str, kind: str) -> None
 
 def _mark_asynchronous(state: _State, number: int) -> None:
     if state.errors and number - state.errors[-1].line <= 3:
-        last = state.errors[-1]
-        state.errors[-1] = CudaErrorReport(
-            last.line, last.text, last.exception_type, last.error, last.kind, True, last.frames
-        )
+        state.errors[-1] = replace(state.errors[-1], asynchronous=True)
 
 
 def _device_assert(number: int, text: str) -> DeviceAssert | None:

@@ -47,7 +47,9 @@ _FAULT_TYPE = re.compile(r"Fault is of type (\S{1,64})(?: (\S{1,64}))?")
 
 _DETECTED = re.compile(r"coredump: Detected an exception of type (\S{1,96}) \((\d{1,10})\)")
 _DETAIL = re.compile(r"coredump:\s+- (Device|SM|Warp|Lane|PC|Block|Thread|Grid):? (.{1,256})$")
-_WRITING = re.compile(r"coredump: Writing ELF file to (.{1,4096})$")
+# Greedy to the end, then stripped: a lazy path before `\s*$` would cost the square of a
+# line's length (capture reads lines of 64 KiB).
+_WRITING = re.compile(r"coredump: Writing ELF file to (.+)$")
 _GDB_BANNER = re.compile(r"CUDA Exception: (.{1,96}?)\.?\s*$")
 _GDB_SIGNAL = re.compile(r"received signal CUDA_EXCEPTION_(\d{1,3}), (.{1,96}?)\.?\s*$")
 _GDB_PC = re.compile(r"The exception was triggered at PC (0x[0-9A-Fa-f]{1,16})\s*(.{0,2048})$")
@@ -86,6 +88,14 @@ class _State:
     written: list[CoredumpWritten] = field(default_factory=list)
     focus: tuple[int, str] | None = None
     """The last cuda-gdb focus line, for an exception printed after it."""
+
+
+def written_path(text: str) -> str | None:
+    """The path a driver's ``coredump: Writing ELF file to PATH`` line names, stripped; None
+    for any other line."""
+    found = _WRITING.search(text)
+    path = found.group(1).strip() if found is not None else ""
+    return path or None
 
 
 def parse_driver_log(lines: Iterable[str]) -> DriverLog | None:
@@ -149,10 +159,10 @@ def _progress(state: _State, number: int, text: str) -> None:
         if len(state.exceptions) < _KEPT:
             state.exceptions.append(CudaException(number, "coredump-progress", code, name))
         return
-    written = _WRITING.search(text)
+    written = written_path(text)
     if written is not None:
         if len(state.written) < _KEPT:
-            state.written.append(CoredumpWritten(number, bounded(written.group(1), 4096)))
+            state.written.append(CoredumpWritten(number, bounded(written, 4096)))
         return
     detail = _DETAIL.search(text)
     last = state.exceptions[-1] if state.exceptions else None

@@ -253,18 +253,18 @@ class SanitizerError:
     access: str | None
     """"read", "write", "atomic"…"""
     size_bytes: int | None
-    kernel: str | None
+    kernel: str | None = None
     """The function as the report names it (demangled, with parameters)."""
-    offset: int | None
+    offset: int | None = None
     """The function-relative PC: the ``+0x70`` of ``at kernel+0x70``."""
-    source_file: str | None
-    source_line: int | None
-    thread: Dim3 | None
-    block: Dim3 | None
-    address: int | None
-    address_note: str | None
+    source_file: str | None = None
+    source_line: int | None = None
+    thread: Dim3 | None = None
+    block: Dim3 | None = None
+    address: int | None = None
+    address_note: str | None = None
     """What the report says of the address: ``is out of bounds``, ``is misaligned``."""
-    allocation_note: str | None
+    allocation_note: str | None = None
     """``and is 85 bytes after the nearest allocation at 0x… of size 4 bytes``."""
 
 

@@ -96,24 +96,7 @@ def _new_error(state: _State, number: int, body: str, headline: re.Match[str] | 
         space = headline.group(1).strip("_")
         access = headline.group(2)
         size = int(headline.group(3))
-    state.errors.append(
-        SanitizerError(
-            number,
-            bounded(body, 200),
-            space,
-            access,
-            size,
-            None,
-            None,
-            None,
-            None,
-            None,
-            None,
-            None,
-            None,
-            None,
-        )  # fmt: skip
-    )
+    state.errors.append(SanitizerError(number, bounded(body, 200), space, access, size))
 
 
 def _detail(error: SanitizerError, body: str) -> SanitizerError:

@@ -28,7 +28,7 @@ from __future__ import annotations
 import re
 from collections import deque
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from postmortem.host.lines import bounded, numbered
 from postmortem.host.model import ApiArgument, ApiCall, SglangLog, TensorInfo
@@ -183,11 +183,7 @@ def _read_boundary(state: _State, number: int, text: str) -> None:
         return
     for index in range(len(state.calls) - 1, -1, -1):
         if state.calls[index].name == name:
-            old = state.calls[index]
-            state.calls[index] = ApiCall(
-                old.line, old.timestamp, old.name, old.arguments, old.returned, what,
-                old.dump_dir, old.dump_note,
-            )  # fmt: skip
+            state.calls[index] = replace(state.calls[index], exception=what)
             return
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 
 from postmortem.analysis.hostevents import HostCheck
-from postmortem.analysis.hostjoin import ApiJoin, HostJoin
+from postmortem.analysis.hostjoin import ApiJoin, HostJoin, size_text
 from postmortem.findings import Finding
 from postmortem.host.driver import XID_MEANINGS
 from postmortem.host.model import (
@@ -54,7 +54,7 @@ def _file(file: HostLogFile) -> Json:
         "size_bytes": file.size_bytes,
         "read_from": file.read_from,
         "cut": file.cut,
-        "read_note": f"the last {_size(read)} of {_size(file.size_bytes)} read"
+        "read_note": f"the last {size_text(read)} of {size_text(file.size_bytes)} read"
         if file.cut
         else None,
         "lines": file.lines,
@@ -248,12 +248,3 @@ def _number(value: float | None) -> float | str | None:
     if value is None or math.isfinite(value):
         return value
     return str(value)
-
-
-def _size(size: int) -> str:
-    value = float(size)
-    for unit in ("bytes", "KiB", "MiB"):
-        if value < 1024:
-            return f"{size} bytes" if unit == "bytes" else f"{value:.1f} {unit}"
-        value /= 1024
-    return f"{value:.1f} GiB"

@@ -33,7 +33,7 @@ from postmortem.errors import EngineUnreachable, MissingExtra
 from postmortem.scan.disasm_store import ScanDisassemblyStore
 from postmortem.scan.row import STATUS_CRASHED, STATUS_ERROR, STATUS_TIMEOUT, DumpRow
 from postmortem.scan.worker import WorkOptions, lost_row, report_path, scan_dump, with_store
-from postmortem.urls import as_dump_path, is_url
+from postmortem.urls import absolute_path, as_dump_path, is_url
 
 CONNECT_TIMEOUT_S = 10.0
 """How long to wait for the scheduler to answer."""
@@ -87,7 +87,7 @@ class DaskEngine:
         waiting: dict[Any, Path] = {}
         for path in paths:
             future = client.submit(
-                scan_task, str(path) if is_url(path) else os.path.abspath(path), str(path),
+                scan_task, absolute_path(path), str(path),
                 work, self._timeout_s, storage if is_url(path) else {},
                 key=f"postmortem-scan-{uuid.uuid4().hex}", pure=False,
             )  # fmt: skip
@@ -129,11 +129,12 @@ def scan_task(
         import fsspec.config  # type: ignore[import-untyped, unused-ignore]
 
         fsspec.config.set_conf_env(fsspec.config.conf)  # read again, with the client's
-    options = with_store(work, _worker_store())
+    options = with_store(work, _WORKER_STORE)
+    dump = as_dump_path(path)
     done: list[DumpRow] = []
     started = time.monotonic()
     thread = threading.Thread(
-        target=lambda: done.append(scan_dump(as_dump_path(path), options, name)),
+        target=lambda: done.append(scan_dump(dump, options, name)),
         name="postmortem-scan", daemon=True,
     )  # fmt: skip
     thread.start()
@@ -144,7 +145,7 @@ def scan_task(
         f"no result within {timeout_s:g} s (--timeout); the analysis was left to finish on "
         "its Dask worker"
     )
-    return lost_row(Path(path), STATUS_TIMEOUT, message, round(time.monotonic() - started, 4), name)
+    return lost_row(dump, STATUS_TIMEOUT, message, round(time.monotonic() - started, 4), name)
 
 
 class _SharedStore:
@@ -163,15 +164,7 @@ class _SharedStore:
             self._store.put(key, stdout, result)
 
 
-_STORE_LOCK = threading.Lock()
-_STORES: list[_SharedStore] = []
-
-
-def _worker_store() -> _SharedStore:
-    with _STORE_LOCK:
-        if not _STORES:
-            _STORES.append(_SharedStore())
-        return _STORES[0]
+_WORKER_STORE = _SharedStore()  # one per worker process, for every task it runs
 
 
 def _portable(work: WorkOptions) -> WorkOptions:

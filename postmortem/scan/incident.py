@@ -11,7 +11,7 @@ from postmortem.analysis.incident import (
     Incident,
     IncidentDump,
     build_incident,
-    unreadable_dump,
+    failed_dump,
 )
 from postmortem.report.incident import incident_json
 from postmortem.scan.row import STATUS_ERROR, DumpRow
@@ -37,9 +37,7 @@ def incident_dump(row: DumpRow) -> IncidentDump:
     mtime = row.mtime or None  # 0.0: the file could not be looked at
     if row.failed:
         error = row.error if row.status == STATUS_ERROR else f"{row.status}: {row.error}"
-        if row.no_gpu_state:
-            return IncidentDump(row.path, mtime, MTIME, mtime, error, no_gpu_state=True)
-        return unreadable_dump(row.path, error or row.status, mtime)
+        return failed_dump(row.path, error or row.status, mtime, row.no_gpu_state)
     time, source = (row.time, METADATA) if row.time_source == METADATA else (mtime, MTIME)
     faulted = row.fault_sites > 0
     kernels = ((row.kernel,) if row.kernel else ()) if faulted else row.live_kernels

@@ -13,7 +13,6 @@ import io
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from postmortem.coredump.decompress import CODEC_MAGIC_BYTES, open_decompressed_stream, sniff_codec
@@ -40,6 +39,11 @@ class ObjectInfo:
         """The cache's fingerprint of the object: it changes when the object does."""
         return f"object|{url}|{self.size}|{self.version}"
 
+    def as_stat(self) -> os.stat_result:
+        """Its size and time as `os.stat` gives a file's (the other fields 0)."""
+        mtime = int(self.mtime)
+        return os.stat_result((0, 0, 0, 0, 0, 0, self.size, mtime, mtime, mtime))
+
 
 def object_info(url: DumpUrl) -> ObjectInfo:
     """The store's facts about the object at `url`.
@@ -47,27 +51,13 @@ def object_info(url: DumpUrl) -> ObjectInfo:
     Raises:
         OSError: The store cannot be reached, or holds no such object.
     """
-    fs, key = _filesystem(url)
     try:
+        fs, key = _filesystem(url)
         return _info(fs.info(key))
     except OSError:
         raise
     except Exception as error:  # noqa: BLE001 - each store raises its own errors
         raise OSError(0, f"{type(error).__name__}: {error}", str(url)) from None
-
-
-def stat_dump(path: Path) -> os.stat_result:
-    """`os.stat` of a local dump; for a `DumpUrl`, its size and time in the store (the
-    other fields 0).
-
-    Raises:
-        OSError: The file or object cannot be found or reached.
-    """
-    if not isinstance(path, DumpUrl):
-        return os.stat(path)
-    info = object_info(path)
-    mtime = int(info.mtime)
-    return os.stat_result((0, 0, 0, 0, 0, 0, info.size, mtime, mtime, mtime))
 
 
 def iter_remote_dumps(url: DumpUrl) -> Iterator[tuple[DumpUrl, ObjectInfo | None, str | None]]:

@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from postmortem.analysis.signature import Frame, Quality, Signature
-from postmortem.urls import is_url
+from postmortem.urls import absolute_path
 
 STATUS_OK = "ok"
 STATUS_ERROR = "error"
@@ -93,7 +93,7 @@ def dump_id(row: DumpRow) -> str:
     """A stable id of the dump of `row`: its absolute path and content, hashed. The same file
     with the same bytes has the same id at every scan, however its folder is spelled; a copy
     elsewhere, or new bytes in its place, another."""
-    where = os.fsencode(row.path if is_url(row.path) else os.path.abspath(row.path))
+    where = os.fsencode(absolute_path(row.path))
     digest = hashlib.sha256(where + b"\0" + (row.fingerprint or "unread").encode())
     return digest.hexdigest()[:32]
 
@@ -108,8 +108,7 @@ def row_from_dict(data: dict[str, Any]) -> DumpRow:
     fields = dict(data)
     fields["devices"] = tuple(fields["devices"])
     fields["live_kernels"] = tuple(fields["live_kernels"])  # absent: an older row, recomputed
-    if fields.get("triage") is not None:
-        fields["triage"] = Triage(**fields["triage"])
+    fields["triage"] = None  # never cached (`row_to_dict`)
     signature = fields["signature"]
     if signature is not None:
         sig = dict(signature)

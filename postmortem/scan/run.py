@@ -25,7 +25,7 @@ from postmortem.scan.row import STATUS_ERROR, STATUS_OK, DumpRow, error_row
 from postmortem.scan.sentry import SentrySink, SentryTarget
 from postmortem.scan.worker import REPORT_FAILED, WorkOptions, report_path, with_names
 from postmortem.tools import find_tool, tool_version
-from postmortem.urls import DumpUrl, is_url
+from postmortem.urls import DumpUrl, absolute_path
 
 Progress = Callable[[int, int, int], None]
 """Called as rows arrive with (dumps done, errors so far, dumps to do)."""
@@ -114,6 +114,7 @@ def run_scan(
     events = _Events(SentrySink(options.sentry)) if options.sentry else None
     interrupted = False
     warnings: tuple[str, ...] = ()
+    settings = ""  # for `events.close` when Ctrl-C comes before the settings are known
     try:
         settings = settings_key(options.work) if cache else ""
         fresh, seen = _from_cache(todo, cache, settings, options, rows, state)
@@ -218,7 +219,7 @@ def _from_cache(
         hit = None
         if cache and state_now:
             hit = cache.get(
-                _cache_path(candidate.path), settings, state_now,
+                absolute_path(candidate.path), settings, state_now,
                 partial(_fingerprint, candidate),
             )  # fmt: skip
         if hit is not None:  # the path as given this time, however it was spelled before
@@ -240,15 +241,11 @@ def _fingerprint(candidate: Candidate) -> str:
     return fingerprint(candidate.path)
 
 
-def _cache_path(path: str | Path) -> str:
-    return str(path) if is_url(path) else os.path.abspath(path)
-
-
 def _sent(row: DumpRow, cache: ScanCache | None, settings: str, options: ScanOptions) -> bool:
     """True unless a Sentry event is asked for and the cache has no record of it sent."""
     if options.sentry is None or row.signature is None or cache is None:
         return True
-    return cache.was_sent(_cache_path(row.path), settings, options.sentry.id)
+    return cache.was_sent(absolute_path(row.path), settings, options.sentry.id)
 
 
 def _report_present(row: DumpRow, work: WorkOptions) -> bool:
@@ -269,7 +266,7 @@ class _Events:
     def send(self, row: DumpRow) -> None:
         event_id = self.sink.send(row)
         if event_id is not None:
-            self.pending[event_id] = _cache_path(row.path)
+            self.pending[event_id] = absolute_path(row.path)
 
     def close(self, cache: ScanCache | None, settings: str) -> tuple[str, ...]:
         """Wait for Sentry; record what it took; the warning, if any."""
@@ -309,4 +306,4 @@ class _Arrivals:
             return
         if row.path in self.seen:
             state_before, print_ = self.seen[row.path]
-            cache.put(_cache_path(row.path), self.settings, state_before, print_, row)
+            cache.put(absolute_path(row.path), self.settings, state_before, print_, row)

@@ -30,7 +30,7 @@ from postmortem.report.render import render
 from postmortem.report.values import version_or_none
 from postmortem.scan.fingerprint import fingerprint
 from postmortem.scan.names import DEFAULT_PATTERNS, NameFacts, parse_name
-from postmortem.scan.remote import object_info, stat_dump
+from postmortem.scan.remote import object_info
 from postmortem.scan.row import STATUS_ERROR, DumpRow, Triage, error_row
 from postmortem.scan.triage import verdict_context
 from postmortem.urls import DumpUrl
@@ -82,10 +82,9 @@ def scan_dump(path: Path, options: WorkOptions, name: str | None = None) -> Dump
     shown = str(path) if name is None else name
     names = parse_name(Path(shown).name, options.name_patterns)
     try:
-        info = stat_dump(path)
+        info, print_ = _stat(path)
     except OSError as error:
         return with_names(error_row(shown, 0, 0.0, STATUS_ERROR, _oneline(error)), names)
-    print_ = content_fingerprint(path)
     try:
         analysis = _named(analyze_dump(path, options.analyze), shown)
         row = _with_outputs(_row(shown, analysis, info, names, options), analysis, options)
@@ -108,14 +107,21 @@ def _named(analysis: Analysis, name: str) -> Analysis:
     return replace(analysis, path=Path(name), summary=replace(analysis.summary, path=name))
 
 
-def content_fingerprint(path: Path) -> str | None:
-    """The content fingerprint of the dump at `path`; None when it cannot be read."""
+def _stat(path: Path) -> tuple[os.stat_result, str | None]:
+    """`os.stat` of the dump at `path` (of a `DumpUrl`: its size and time in the store, from
+    one request) and its content fingerprint (None when its content cannot be read).
+
+    Raises:
+        OSError: The file or object cannot be found or reached.
+    """
+    if isinstance(path, DumpUrl):
+        stored = object_info(path)
+        return stored.as_stat(), stored.fingerprint(path)
+    info = os.stat(path)
     try:
-        if isinstance(path, DumpUrl):
-            return object_info(path).fingerprint(path)
-        return fingerprint(path)
+        return info, fingerprint(path)
     except OSError:
-        return None
+        return info, None
 
 
 def lost_row(
@@ -123,23 +129,23 @@ def lost_row(
 ) -> DumpRow:
     """The row of a dump whose analysis gave no result (a timeout, a worker that died)."""
     try:
-        info = stat_dump(path)
+        info, print_ = _stat(path)
         size, mtime = info.st_size, info.st_mtime
     except OSError:
-        size, mtime = 0, 0.0
+        size, mtime, print_ = 0, 0.0, None
     row = error_row(str(path) if name is None else name, size, mtime, status, message, seconds)
-    return replace(row, fingerprint=content_fingerprint(path))
+    return replace(row, fingerprint=print_)
 
 
 def triage_row(path: Path, analysis: Analysis, options: WorkOptions) -> DumpRow:
     """The row of one analyzed dump with its triage facts (`postmortem analyze --sentry-dsn`)."""
     try:
-        info = stat_dump(path)
+        info, print_ = _stat(path)
     except OSError:  # gone since, or not a local file: no size, and no time but its own
-        info = os.stat_result((0,) * 10)
+        info, print_ = os.stat_result((0,) * 10), None
     names = parse_name(path.name, options.name_patterns)
     row = _with_outputs(_row(str(path), analysis, info, names, options), analysis, options)
-    return with_names(replace(row, fingerprint=content_fingerprint(path)), names)
+    return with_names(replace(row, fingerprint=print_), names)
 
 
 def _with_outputs(row: DumpRow, analysis: Analysis, options: WorkOptions) -> DumpRow:

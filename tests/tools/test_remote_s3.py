@@ -136,6 +136,25 @@ def test_reading_a_url_fetches_the_tables_not_the_dump(store) -> None:
     assert fetched < size // 4, f"{fetched:,} of {size:,} bytes fetched"
 
 
+def test_a_dask_task_past_its_time_limit_names_the_object_with_its_size(store) -> None:
+    # GIVEN a dump in the store, and no time at all to analyze it
+    endpoint, larger = store
+    from postmortem.analysis.analyze import AnalyzeOptions
+    from postmortem.analysis.signature import load_rules
+    from postmortem.scan.dask_engine import scan_task
+    from postmortem.scan.worker import WorkOptions
+    from postmortem.urls import use_storage_options
+
+    use_storage_options(["s3"], {"endpoint_url": endpoint})
+    url = f"s3://{BUCKET}/job-7/many_lanes.nvcudmp"
+    # WHEN a Dask task scans it
+    row = scan_task(url, url, WorkOptions(AnalyzeOptions(cuda_gdb=False), load_rules()), 0.0)
+    # THEN its timeout row names the object, with its size and version in the store
+    assert (row.status, row.path) == ("timeout", url)
+    assert row.size_bytes == larger.stat().st_size
+    assert row.fingerprint is not None and row.fingerprint.startswith(f"object|{url}|")
+
+
 def test_a_missing_object_is_one_line_and_exit_2(store) -> None:
     endpoint, _ = store
     result = _postmortem(endpoint, "info", f"s3://{BUCKET}/job-7/nothing.nvcudmp")
@@ -282,3 +301,16 @@ def test_a_dask_scan_of_a_prefix_reads_the_store_on_the_workers(store, tmp_path)
     rows = _dump_lines(lines)
     assert len(rows) == 5
     assert all(row["status"] == "ok" and row["signature"] for row in rows.values()), rows
+
+
+def test_analyze_of_several_urls_is_one_incident(store) -> None:
+    endpoint, _ = store
+    urls = [f"s3://{BUCKET}/job-7/{n}" for n in ("oob_store.nvcudmp", "hang_barrier.nvcudmp")]
+    result = _postmortem(endpoint, "analyze", *urls, "--format", "json", "--no-gdb")
+    assert result.returncode == 0, result.stderr
+    incident = json.loads(result.stdout)
+    rows = {row["path"]: row for row in incident["dumps"]}
+    assert sorted(rows) == sorted(urls)
+    assert rows[urls[0]]["role"] == "first-fault"
+    assert rows[urls[0]]["time_source"] == "mtime"  # the store's time: no metadata stamp
+    assert rows[urls[0]]["time"] is not None

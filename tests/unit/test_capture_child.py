@@ -56,3 +56,19 @@ def test_a_process_left_behind_with_the_pipes_does_not_hold_capture(tmp_path):
     finally:
         with contextlib.suppress(OSError, ValueError):
             os.kill(int(pid_file.read_text()), signal.SIGKILL)
+
+
+def test_a_last_line_without_newline_is_not_glued_to_the_other_stream_s(tmp_path):
+    # GIVEN a program that ends its output unfinished, then writes on its error stream
+    program = (
+        "import os, sys, time\n"
+        "sys.stdout.write('no newline'); sys.stdout.flush(); os.close(1)\n"
+        "time.sleep(0.5)\n"
+        "sys.stderr.write('err\\n'); sys.stderr.flush()\n"
+    )
+    result = capture(tmp_path, sys.executable, "-c", program)
+    # THEN the output is passed on as written, and the log holds the two lines apart
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "no newline"
+    (log,) = tmp_path.glob("host.*.log")
+    assert log.read_text() == "no newline\nerr\n"

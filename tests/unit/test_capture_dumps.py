@@ -13,9 +13,9 @@ from postmortem.capture.dumps import (
     named_files,
     unique,
     wait_for_dump,
-    written_path,
 )
 from postmortem.errors import TriggerTimedOut
+from postmortem.host.driver import written_path
 
 
 @pytest.mark.parametrize(
@@ -40,6 +40,15 @@ from postmortem.errors import TriggerTimedOut
 )
 def test_the_driver_s_line_names_the_dump(line, expected):
     assert written_path(line) == expected
+
+
+def test_a_long_line_of_spaces_is_read_in_linear_time():
+    # GIVEN the longest line capture reads whole, mostly whitespace after the marker
+    line = "coredump: Writing ELF file to x" + " \t" * 32_000 + "y "
+    # WHEN it is read THEN at once (a lazy path before trailing spaces took seconds)
+    started = time.monotonic()
+    assert written_path(line) == "x" + " \t" * 32_000 + "y"
+    assert time.monotonic() - started < 1
 
 
 @pytest.mark.parametrize(

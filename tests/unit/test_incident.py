@@ -167,6 +167,8 @@ def test_without_a_fault_the_stuck_dump_leads_and_collateral_alone_says_so():
     assert [r.role for r in incident.rows] == [Role.COLLATERAL, Role.COLLATERAL, Role.STUCK]
     assert incident.rows[0].why.startswith("no warp and no exception")
     assert (incident.verdict.kind, incident.verdict.lead) == ("hang", "r0")
+    # AND the dump with no GPU state is not put down to an old driver for its missing timestamp
+    assert incident.notes == ()
     alone = build_incident([nccl, empty])
     assert alone.verdict.kind == "collateral" and alone.verdict.lead is None
     nothing = build_incident([IncidentDump("x", None, None, None, "cannot read: gone")])
@@ -240,3 +242,35 @@ def test_scan_incident_adds_the_incident_to_the_index(job, tmp_path):
         env={**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")},
     )  # fmt: skip
     assert "incident: 4 dumps: 2 faulted, 1 collateral, 0 stuck, 1 unreadable" in text.stdout
+
+
+def _schema(package, name):
+    return json.loads(resources.files(package).joinpath(name).read_text())
+
+
+def _refs_dropped(node):
+    """`node` with each `$ref` cut to its last part: copies of one schema refer to it from
+    different places."""
+    if isinstance(node, dict):
+        return {
+            key: value.rsplit("/", 1)[1] if key == "$ref" else _refs_dropped(value)
+            for key, value in node.items()
+        }
+    if isinstance(node, list):
+        return [_refs_dropped(item) for item in node]
+    return node
+
+
+def test_every_copy_of_the_incident_and_oncall_schemas_agrees():
+    # The on-call summary is in the analyze report and the incident, and the incident is a
+    # line of a scan; each schema file carries its own copy, and the copies must not drift.
+    report = _schema("postmortem.report", "report.schema.json")
+    incident = _schema("postmortem.report", "incident.schema.json")
+    scan = _schema("postmortem.scan", "scan-line.schema.json")["$defs"]["incident"]
+    oncall = _refs_dropped(incident["$defs"]["oncall"])
+    assert _refs_dropped(report["properties"]["oncall"]) == oncall
+    assert _refs_dropped(scan["$defs"]["oncall"]) == oncall
+    mine = {k: v for k, v in incident["properties"].items() if k not in ("schema", "tool")}
+    theirs = {k: v for k, v in scan["properties"].items() if k != "type"}
+    assert _refs_dropped(theirs) == _refs_dropped(mine)
+    assert set(incident["required"]) - {"schema", "tool"} == set(scan["required"]) - {"type"}

@@ -34,10 +34,10 @@ def _analysis(tmp_path, module, lanes, name="t.nvcudmp"):
     return analyze_dump(write_tiny_dump(tmp_path / name, DumpSpec([device])), NATIVE)
 
 
-def _fault(tmp_path, name, exception=14, abi="v7"):
-    offset = cubin(name, abi).fault["offset"]
+def _fault(tmp_path, cubin_name, exception=14, abi="v7", name="t.nvcudmp"):
+    offset = cubin(cubin_name, abi).fault["offset"]
     lanes = [LaneSpec(offset, exception, lane=n) for n in range(4)]
-    return _analysis(tmp_path, ModuleSpec(name, abi), lanes)
+    return _analysis(tmp_path, ModuleSpec(cubin_name, abi), lanes, name)
 
 
 def test_a_fault_is_an_illegal_access_localized_to_kernel_frame_and_source(tmp_path):
@@ -132,6 +132,20 @@ def test_a_disagreement_with_cuda_gdb_is_the_next_step_and_rules_nothing_out(tmp
     agreeing = replace(analysis, crosscheck=CrossCheck("11.8", checks[:1], True, (), ()))
     (agreed,) = [s for s in oncall_summary(agreeing).ruled_out if s.source.startswith("cuda-gdb")]
     assert agreed.text == "not a misreading of the dump: cuda-gdb 11.8 agrees on 1 fact (exception)"
+
+
+def test_a_cross_check_without_a_version_is_named_and_the_dump_path_kept(tmp_path):
+    # GIVEN a disagreeing cross-check whose cuda-gdb gave no version, on a path with two spaces
+    analysis = _fault(tmp_path, "oob_store", name="rank  0.nvcudmp")
+    checks = (Check("error PC", "0x7f3c2a0000d0", "0x7f3c2a0000e0"),)
+    analysis = replace(analysis, crosscheck=CrossCheck(None, checks, True, (), ()))
+    # WHEN summarized
+    step = oncall_summary(analysis).next_step
+    # THEN the command to run names the dump exactly as given
+    assert step.text == (
+        f"cuda-gdb disagrees on error PC: compare both readings by hand (`postmortem debug "
+        f"{tmp_path / 'rank  0.nvcudmp'}`) before trusting either"
+    )
 
 
 def _hang(tmp_path):
