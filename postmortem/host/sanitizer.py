@@ -32,7 +32,8 @@ _PREFIX = "========="
 _HEADLINE = re.compile(
     r"^Invalid (__\w{1,16}__|\w{1,16}) (\w{1,24}) of size (\d{1,12})(?: bytes?)?\s*$"
 )
-_AT_NAMED = re.compile(r"^at (.{1,4000}?)\+0x([0-9A-Fa-f]{1,16})(?: in (.{1,2048}?):(\d{1,9}))?$")
+_HEX_DIGITS = frozenset("0123456789abcdefABCDEF")
+_LINE_NUMBER = re.compile(r":(\d{1,9})$")
 _AT_OFFSET = re.compile(r"^at 0x([0-9A-Fa-f]{1,16}) in (.{1,4000})$")
 _SOURCE_AND_NAME = re.compile(r"^(.{1,2048}?):(\d{1,9}):(.{1,2048})$")
 _THREAD = re.compile(r"^by thread (\([\d,\s]{5,40}\)) in block (\([\d,\s]{5,40}\))")
@@ -114,6 +115,29 @@ def _detail(error: SanitizerError, body: str) -> SanitizerError:
     return error
 
 
+def _named_location(body: str) -> tuple[str, str, str | None, str | None] | None:
+    """``at KERNEL+0xOFFSET[ in PATH:LINE]``: the shortest kernel name followed by an offset
+    that ends the line or is followed by the source. Linear in the line's length: a regular
+    expression with a lazy name and a lazy path backtracks quadratically on crafted lines."""
+    rest = body[3:]
+    # The source's line number can only follow the last colon (digits hold none).
+    number = _LINE_NUMBER.search(rest)
+    colon = number.start() if number is not None else -1
+    at = rest.find("+0x", 1)
+    while 0 < at <= 4000:
+        end = at + 3
+        while end < len(rest) and end - at - 3 < 17 and rest[end] in _HEX_DIGITS:
+            end += 1
+        digits = rest[at + 3 : end]
+        if 1 <= len(digits) <= 16:
+            if end == len(rest):
+                return rest[:at], digits, None, None
+            if rest.startswith(" in ", end) and number is not None and 1 <= colon - end - 4 <= 2048:
+                return rest[:at], digits, rest[end + 4 : colon], number.group(1)
+        at = rest.find("+0x", at + 1)
+    return None
+
+
 def _location(error: SanitizerError, body: str) -> SanitizerError:
     offset_first = _AT_OFFSET.match(body)
     if offset_first is not None:
@@ -126,10 +150,10 @@ def _location(error: SanitizerError, body: str) -> SanitizerError:
                 source_file=bounded(path, 1024), source_line=int(line),
             )  # fmt: skip
         return replace(error, offset=offset, kernel=bounded(rest, 2048))
-    named = _AT_NAMED.match(body)
+    named = _named_location(body)
     if named is None:
         return error
-    kernel, offset_hex, path, line = named.groups()
+    kernel, offset_hex, path, line = named
     return replace(
         error, kernel=bounded(kernel, 2048), offset=hex_int(offset_hex),
         source_file=bounded(path, 1024) if path else None,
