@@ -29,6 +29,7 @@ from postmortem.scan.row import STATUS_CRASHED, STATUS_TIMEOUT, DumpRow
 from postmortem.scan.worker import WorkOptions, lost_row, scan_dump, with_store
 
 _TICK_S = 0.2
+_GRACE_S = 0.5
 # Dumps handed to a worker ahead of time: it starts the next one as soon as it sends a row,
 # instead of idling until the parent (on a busy machine, late) hands it more.
 _IN_FLIGHT = 2
@@ -104,9 +105,26 @@ class WorkerPool:
                 self._assign(slot, pending)
             while any(slot.task is not None for slot in self._slots):
                 self._step(pending, on_row)
+        except KeyboardInterrupt:
+            self._take_sent(on_row)
+            raise
         finally:
             self._stop()
             shutil.rmtree(self._scratch, ignore_errors=True)
+
+    def _take_sent(self, on_row: Callable[[DumpRow], None]) -> None:
+        # Interrupted: the rows the workers have sent, or are sending (a report is written
+        # before its row goes out), are finished work; keep them. The workers ignore SIGINT,
+        # so a short grace is enough for a row in the middle of being sent.
+        deadline = time.monotonic() + _GRACE_S
+        for slot in self._slots:
+            while slot.task is not None and slot.conn.poll(max(deadline - time.monotonic(), 0)):
+                try:
+                    row: DumpRow = slot.conn.recv()
+                except (EOFError, OSError):
+                    break
+                slot.tasks.popleft()
+                on_row(row)
 
     def _start(self) -> _Slot:
         parent, child = self._context.Pipe()
