@@ -108,7 +108,13 @@ def _project_file(cwd: Path) -> Path | None:
 
 def _project_table(path: Path) -> Any:
     # Another tool's pyproject.toml is none of our business: only one that names
-    # [tool.postmortem] is held to being readable TOML.
+    # [tool.postmortem] is held to being readable TOML. One that never says "postmortem"
+    # (whichever way it spells the table) is not parsed at all: TOML costs start-up.
+    try:
+        if b"postmortem" not in path.read_bytes():
+            return None
+    except OSError:
+        return None
     try:
         data = _read(path)
     except ConfigError:

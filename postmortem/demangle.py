@@ -1,10 +1,12 @@
 """C++ demangling of kernel names, with a clean fallback to the mangled name.
 
-libstdc++'s `__cxa_demangle` (through the `cxxfilt` package) comes first: it is the
-demangler of GNU c++filt and of cuda-gdb, so our names read exactly as the rest of a
-user's tools print them. The two differ on function-pointer template arguments:
+libstdc++'s `__cxa_demangle` (called through ctypes) comes first: it is the demangler of
+GNU c++filt and of cuda-gdb, so our names read exactly as the rest of a user's tools print
+them. cpp_demangle is the fallback. The two differ on function-pointer template arguments:
 `&(float relu<float>(float))` there, `&float relu<float>(float)` from cpp_demangle
-(fixtures/transcripts/cuda-gdb/11.8/cutlass_like.twin_r400__info-symbol.txt).
+(fixtures/transcripts/cuda-gdb/11.8/cutlass_like.twin_r400__info-symbol.txt). The library
+is loaded on the first name, by its soname: finding it by search (`ctypes.util.find_library`)
+runs ldconfig, which cost every command 15 ms of start-up.
 
 The driver joins some names with `$` (`$_Z17scatter_survivorsPfi$_Z10write_slotPfi`): no
 demangler reads that whole, so each part is demangled on its own and the parts are joined
@@ -16,17 +18,69 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from functools import lru_cache
+from typing import Any
+
+_RUNTIMES = ("libstdc++.so.6", "libc++.so.1", "libc++.1.dylib")
+"""The C++ runtime libraries that export `__cxa_demangle`, by the name the loader knows."""
 
 
-def _load() -> tuple[Callable[[str], str], ...]:
-    found: list[Callable[[str], str]] = []
+class _CxaDemangle:
+    """`abi::__cxa_demangle` of the C++ runtime library, as a `str -> str` function."""
+
+    def __init__(self, library: Any) -> None:
+        import ctypes
+
+        self._ctypes = ctypes
+        # getattr: inside a class body `library.__cxa_demangle` would be name-mangled.
+        self._demangle = getattr(library, "__cxa_demangle")  # noqa: B009
+        self._demangle.restype = ctypes.c_void_p
+        self._demangle.argtypes = [
+            ctypes.c_char_p,
+            ctypes.c_void_p,
+            ctypes.c_void_p,
+            ctypes.POINTER(ctypes.c_int),
+        ]
+        self._free = library.free  # found through the library's own dependencies (libc)
+        self._free.argtypes = [ctypes.c_void_p]
+        self._free.restype = None
+
+    def __call__(self, name: str) -> str:
+        status = self._ctypes.c_int(0)
+        result = self._demangle(name.encode(), None, None, self._ctypes.byref(status))
+        if status.value != 0 or not result:
+            raise ValueError(f"__cxa_demangle status {status.value}")
+        try:
+            return self._ctypes.string_at(result).decode("utf-8", "replace")
+        finally:
+            self._free(result)
+
+
+def _cxa_demangle() -> Callable[[str], str] | None:
+    for soname in _RUNTIMES:
+        found = _load_runtime(soname)
+        if found is not None:
+            return found
+    import ctypes.util
+
+    searched = ctypes.util.find_library("stdc++")  # an unusual install: search, once
+    return _load_runtime(searched) if searched else None
+
+
+def _load_runtime(name: str) -> _CxaDemangle | None:
+    import ctypes
+
     try:
-        import cxxfilt
+        return _CxaDemangle(ctypes.CDLL(name))
+    except (OSError, AttributeError):  # not there, or not a C++ runtime
+        return None
 
-        cxxfilt.demangle("_Z1fv")  # fails here when no C++ runtime library can be loaded
-        found.append(cxxfilt.demangle)
-    except Exception:  # ImportError, or the runtime library is missing
-        pass
+
+@lru_cache(maxsize=1)
+def _demanglers() -> tuple[Callable[[str], str], ...]:
+    found: list[Callable[[str], str]] = []
+    native = _cxa_demangle()
+    if native is not None and _try(native, "_Z1fv") == "f()":
+        found.append(native)
     try:
         from cpp_demangle import demangle as rust_demangle
 
@@ -34,9 +88,6 @@ def _load() -> tuple[Callable[[str], str], ...]:
     except ImportError:
         pass
     return tuple(found)
-
-
-_DEMANGLERS = _load()
 
 
 JOIN = " $ "
@@ -67,7 +118,7 @@ def _demangle_one(name: str) -> str | None:
     # A `$` inside one mangled name is part of an identifier (`_Z3a$bv` is `a$b()`).
     if not name.startswith("_Z"):
         return None
-    for demangler in _DEMANGLERS:
+    for demangler in _demanglers():
         result = _try(demangler, name)
         if result is not None:
             return result

@@ -8,7 +8,6 @@ reports, errors and a scan's rows name it as the user wrote it, while `.name` an
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import sys
@@ -85,6 +84,8 @@ def parse_storage_options(pairs: Iterable[str]) -> dict[str, object]:
     """
     options: dict[str, object] = {}
     for pair in pairs:
+        import json  # here: most commands are given no option, and json costs start-up
+
         key, equals, raw = pair.partition("=")
         if not equals or not key:
             raise BadOption("--storage-option", f"{pair!r} is not KEY=VALUE")
@@ -108,6 +109,8 @@ def use_storage_options(protocols: Iterable[str], options: dict[str, object]) ->
     in the worker processes it starts (through fsspec's `FSSPEC_<PROTOCOL>` variables)."""
     if not options:
         return
+    import json
+
     for protocol in set(protocols):
         name = f"FSSPEC_{protocol.upper()}"
         try:

@@ -27,8 +27,9 @@ import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, BinaryIO, Literal, cast
+from typing import IO, BinaryIO, cast
 
+from postmortem.coredump.codec import XZ_MAGIC, Codec
 from postmortem.elf import core_header_problem, described_end, section_table_end
 from postmortem.errors import CompressedDumpError
 
@@ -37,13 +38,9 @@ if sys.version_info >= (3, 14):
 else:
     from backports.zstd import ZstdError, ZstdFile, get_frame_info
 
-Codec = Literal["gzip", "zstd", "xz"]
-
 MAX_DECOMPRESSED_ENV = "POSTMORTEM_MAX_DECOMPRESSED"
 """Environment variable: the most bytes a compressed dump may decompress to (`K`, `M`, `G`
 or `T` may follow, powers of 1024); it replaces the ratio and the floor below."""
-CODEC_MAGIC_BYTES = 6
-"""How many leading bytes `sniff_codec` needs to tell every codec."""
 
 # Lightweight dumps (tables and ELF images, no memory) compress 5-7x with gzip and 9-17x
 # with xz (the fixture corpus). A dump whose memory is 90 % zero pages still stays under
@@ -59,7 +56,6 @@ _FLOOR_BYTES = 2 << 30
 _RESERVE_BYTES = 1 << 30
 _CHUNK = 1 << 20
 _ZEROS = bytes(_CHUNK)
-_XZ_MAGIC = b"\xfd7zXZ\x00"
 _MAX_XZ_INDEX = 1 << 20  # 100,000 blocks; xz -T6 makes one per 24 MiB
 _TOOLS = {"gzip": "gzip -dk", "zstd": "zstd -d", "xz": "xz -dk"}
 _DECODE_ERRORS = (OSError, EOFError, zlib.error, lzma.LZMAError, ZstdError)
@@ -100,21 +96,6 @@ class Budget:
             f"at least {_format_bytes(_FLOOR_BYTES)}"
         )
         return cls(max(compressed_bytes * _RATIO, _FLOOR_BYTES), rule)
-
-
-def sniff_codec(head: bytes) -> Codec | None:
-    """The codec whose magic `head` starts with, or None for a plain file.
-
-    gzip `1f 8b`, zstd `28 b5 2f fd` (or a skippable frame, as pzstd writes first), xz
-    `fd 37 7a 58 5a 00`. Pass at least `CODEC_MAGIC_BYTES` bytes.
-    """
-    if head[:2] == b"\x1f\x8b":
-        return "gzip"
-    if head[:4] == b"\x28\xb5\x2f\xfd" or (head[1:4] == b"\x2a\x4d\x18" and head[0] >> 4 == 5):
-        return "zstd"
-    if head[:6] == _XZ_MAGIC:
-        return "xz"
-    return None
 
 
 def open_decompressed_stream(
@@ -357,7 +338,7 @@ def _xz_index_size(file: BinaryIO, end: int) -> int | None:
         if end < 0:
             return None
         file.seek(end)
-        if file.read(6) != _XZ_MAGIC:
+        if file.read(6) != XZ_MAGIC:
             return None
     return total
 

@@ -7,19 +7,12 @@ from __future__ import annotations
 import contextlib
 import mmap
 import os
-import shutil
 import stat
-import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO, TypeAlias
 
-from postmortem.coredump.decompress import (
-    CODEC_MAGIC_BYTES,
-    Codec,
-    decompress_to_file,
-    sniff_codec,
-)
+from postmortem.coredump.codec import CODEC_MAGIC_BYTES, Codec, sniff_codec
 from postmortem.elf import EM_CUDA, ET_CORE, SHT_STRTAB, ElfHeader, Sections, read_header
 from postmortem.errors import (
     CorruptSection,
@@ -55,7 +48,12 @@ class MappedFile:
                 self._file.close()
                 # A private directory (mode 0700) and an unlinked file: nobody else can read
                 # the decompressed dump, and nothing is left behind if we are killed.
+                import tempfile
+
+                from postmortem.coredump.decompress import decompress_to_file
+
                 self._tempdir = tempfile.mkdtemp(prefix="postmortem-")
+
                 self._file = decompress_to_file(path, self.codec, self._tempdir)
             size = os.fstat(self._file.fileno()).st_size
             if size == 0:
@@ -87,6 +85,8 @@ class MappedFile:
                 mapping.close()
         self._file.close()
         if self._tempdir is not None:
+            import shutil
+
             shutil.rmtree(self._tempdir, ignore_errors=True)
             self._tempdir = None
 

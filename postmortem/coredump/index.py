@@ -52,7 +52,7 @@ class TableIndex:
         # A dump in an object store: every table and the string table in one batch of
         # ranged reads, rather than a request per table as the reader walks them.
         s = self.sections
-        tables = np.isin(s.type, np.array(list(t.LAYOUTS), dtype=np.uint32)) & self.survey.usable
+        tables = t.of_types(self.survey.kinds, t.LAYOUTS) & self.survey.usable
         members = np.flatnonzero(tables)
         sizes = self.survey.rows[members] * s.entsize[members].astype(np.int64)
         ranges = list(zip(s.offset[members].tolist(), sizes.tolist(), strict=True))
@@ -67,6 +67,12 @@ class TableIndex:
     def of_type(self, section_type: int) -> np.ndarray[Any, Any]:
         """Indices of every usable section of `section_type`, in file order."""
         return np.flatnonzero((self.sections.type == section_type) & self.survey.usable)
+
+    def attached(self, section_type: int) -> np.ndarray[Any, Any]:
+        """`of_type`, less the root-level images (sections that hang from no row)."""
+        members = self.of_type(section_type)
+        attached: np.ndarray[Any, Any] = members[~self.survey.is_root_image[members]]
+        return attached
 
     def rows(self, section: int, section_type: int) -> np.ndarray[Any, Any]:
         """The usable rows of a table section, with only the fields its stride holds."""
@@ -105,7 +111,7 @@ class TableIndex:
         """Sections of `child_type` whose sh_link/sh_info name `parent`, in file order."""
         index = self._children_index.get(child_type)
         if index is None:
-            members = np.setdiff1d(self.of_type(child_type), self.survey.root_images)
+            members = self.attached(child_type)
             keys = (self.sections.link[members].astype(np.uint64) << np.uint64(32)) | (
                 self.sections.info[members].astype(np.uint64)
             )

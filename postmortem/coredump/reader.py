@@ -224,7 +224,7 @@ class Coredump:
         # per row.
         index = self._image_index.get(image_type)
         if index is None:
-            members = np.setdiff1d(self.tables.of_type(image_type), self.tables.survey.root_images)
+            members = self.tables.attached(image_type)
             links, infos = (
                 self.sections.link[members].tolist(),
                 self.sections.info[members].tolist(),
@@ -421,11 +421,11 @@ class Coredump:
 
     def section_counts(self) -> dict[str, int]:
         """How many sections of each known type the dump holds."""
-        types, counts = np.unique(self.sections.type, return_counts=True)
+        counts = np.bincount(self.tables.survey.kinds).tolist()
         return {
-            t.SECTION_TYPE_NAMES[int(k)]: int(n)
-            for k, n in zip(types, counts, strict=True)
-            if int(k) in t.SECTION_TYPE_NAMES
+            t.SECTION_TYPE_NAMES[t.SHT_LOUSER + code]: n
+            for code, n in enumerate(counts)
+            if n and t.SHT_LOUSER + code in t.SECTION_TYPE_NAMES
         }
 
     @property

@@ -20,7 +20,8 @@ import tempfile
 from pathlib import Path
 from typing import IO, Any, BinaryIO
 
-from postmortem.coredump.decompress import CODEC_MAGIC_BYTES, Codec, decompress_to_file, sniff_codec
+from postmortem.coredump.codec import CODEC_MAGIC_BYTES, Codec, sniff_codec
+from postmortem.coredump.decompress import decompress_to_file
 from postmortem.errors import NotAnElfFile, UnreadableFile
 
 BLOCK_BYTES = 64 << 10

@@ -157,10 +157,13 @@ class Survey:
         """Bytes of each usable section the reader may read."""
         self.root_images = np.zeros(0, dtype=np.int64)
         """Image sections with no usable module row: modules of unknown context."""
+        self.is_root_image = np.zeros(count, dtype=bool)
+        """True for each of `root_images`."""
+        self.kinds = t.kind_codes(sections.type)
+        """Each section's type as a small code (see `tables.of_types`)."""
         self._found: dict[tuple[DamageKind, int], list[tuple[int, str]]] = defaultdict(list)
-        kinds = np.isin(sections.type, np.array(list(t.SECTION_TYPE_NAMES), dtype=np.uint32))
         self._survey_tables()
-        self._survey_leaves(kinds)
+        self._survey_leaves()
         self._reject_overlaps()
         self._follow_links()
         self.damage: tuple[Damage, ...] = self._damage()
@@ -210,9 +213,10 @@ class Survey:
             self.rows[tables[ok]] = rows[ok]
             self.size[tables[ok]] = rows[ok] * stride[ok]
 
-    def _survey_leaves(self, kinds: np.ndarray[Any, Any]) -> None:
+    def _survey_leaves(self) -> None:
         s = self._s
-        leaves = np.flatnonzero(kinds & ~np.isin(s.type, np.array(list(t.LAYOUTS), np.uint32)))
+        tables = t.of_types(self.kinds, t.LAYOUTS)
+        leaves = np.flatnonzero((self.kinds != 0) & ~tables)
         if not len(leaves):
             return
         nobits = s.type[leaves] == SHT_NOBITS
@@ -220,7 +224,7 @@ class Survey:
         outside = ~nobits & (size > 0) & (s.offset[leaves] >= np.uint64(s.buffer_size))
         self._note(DamageKind.OUTSIDE_FILE, leaves[outside], self._outside_words)
         cut = ~nobits & ~outside & (present < size)
-        to_end = cut & np.isin(s.type[leaves], np.array(list(_READ_TO_END), np.uint32))
+        to_end = cut & t.of_types(self.kinds[leaves], _READ_TO_END)
         self._note(DamageKind.TRUNCATED, leaves[cut], self._cut_words)
         ok = ~outside & (~cut | to_end)
         self.usable[leaves[ok]] = True
@@ -235,7 +239,7 @@ class Survey:
         it covers. A dump with no overlap (every real one) costs one sort.
         """
         s = self._s
-        structural = np.isin(s.type, np.array([*t.LAYOUTS, *_IMAGES], dtype=np.uint32))
+        structural = t.of_types(self.kinds, [*t.LAYOUTS, *_IMAGES])
         members = np.flatnonzero(structural & self.usable & (self.size > 0))
         if len(members) < 2:
             return
@@ -289,6 +293,7 @@ class Survey:
         if not len(images):
             return
         self.root_images = np.concatenate([self.root_images, images]).astype(np.int64)
+        self.is_root_image[images] = True
         self._note(DamageKind.ROOT_IMAGE, images, self._link_words)
 
     # -- words ---------------------------------------------------------------------------

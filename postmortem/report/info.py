@@ -1,5 +1,5 @@
 """The view model of `postmortem info`: the `DumpSummary` as plain data, with its faults
-grouped by exception and PC for the text layout (`templates/info.txt.j2`)."""
+grouped by exception and PC for the text layout (`report/info_text.py`)."""
 
 from __future__ import annotations
 

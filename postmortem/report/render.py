@@ -3,7 +3,8 @@
 Each kind of output has its view model, built from typed results by its own module:
 `analyze`'s report (report/context.py), `info`'s summary (report/info.py), `extract`'s
 index of cubins (extract.py) and `scan`'s index (scan/index.py). `render` lays any of them
-out with one jinja environment.
+out with one jinja environment, but for `info`'s text, laid out in Python
+(report/info_text.py) so that the quick look never imports jinja2.
 
 Templates live in the top-level `templates/` directory of a checkout, shipped inside the
 wheel as `postmortem/templates/`. They hold layout only. HTML is autoescaped; Markdown
@@ -17,19 +18,19 @@ from __future__ import annotations
 
 import contextlib
 import html
-import json
 import re
 from functools import cache
 from pathlib import Path
-from typing import Any, Literal
-
-import jinja2
-import jinja2.bccache
+from typing import TYPE_CHECKING, Any, Literal
 
 from postmortem._version import __version__
 from postmortem.config import cache_folder
 from postmortem.demangle import collapse_templates, demangle
 from postmortem.report.textsafe import escape_controls
+
+if TYPE_CHECKING:
+    import jinja2
+    import jinja2.bccache
 
 Kind = Literal["analyze", "info", "extract", "scan", "incident"]
 """What is rendered: one dump's report, its summary, an extract index, a scan index, the
@@ -38,20 +39,20 @@ incident of several dumps."""
 # Per kind: the template of each format (JSON needs none) and the name the data has in it.
 _TEMPLATES: dict[str, dict[str, str]] = {
     "analyze": {"text": "report.txt.j2", "md": "report.md.j2", "html": "report.html.j2"},
-    "info": {"text": "info.txt.j2"},
     "extract": {"text": "extract.txt.j2"},
     "scan": {"text": "scan.txt.j2", "md": "scan.md.j2", "html": "scan.html.j2"},
     "incident": {"text": "incident.txt.j2", "md": "incident.md.j2", "html": "incident.html.j2"},
 }
 _DATA_NAME = {
-    "analyze": "report", "info": "summary", "extract": "cubins", "scan": "index",
-    "incident": "incident",
+    "analyze": "report", "extract": "cubins", "scan": "index", "incident": "incident",
 }  # fmt: skip
+# Layouts written in Python rather than as templates, per kind.
+_IN_PYTHON: dict[str, tuple[str, ...]] = {"info": ("text",)}
 
 
 def formats(kind: Kind) -> tuple[str, ...]:
     """The formats `kind` can be rendered in."""
-    return (*_TEMPLATES[kind], "json")
+    return (*_TEMPLATES.get(kind, {}), *_IN_PYTHON.get(kind, ()), "json")
 
 
 FORMATS = formats("analyze")
@@ -124,6 +125,8 @@ def template_environment(*, text: bool = False) -> jinja2.Environment:
     """A fresh environment over `templates/`: HTML autoescaped, undefined names an error,
     and the Markdown escaping filters; with `text`, the control characters of every
     `{{ … }}` value shown escaped (for the templates that write to a terminal)."""
+    import jinja2  # here: `info` renders without it, and its import costs start-up
+
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(templates_dir()),
         bytecode_cache=_bytecode_cache(),
@@ -140,29 +143,30 @@ def template_environment(*, text: bool = False) -> jinja2.Environment:
     return env
 
 
-class _QuietBytecodeCache(jinja2.FileSystemBytecodeCache):
-    """Compiled templates kept between runs (compiling them costs a command ~50 ms); a
-    cache that cannot be read or written is a miss, never an error."""
-
-    def load_bytecode(self, bucket: jinja2.bccache.Bucket) -> None:
-        try:
-            super().load_bytecode(bucket)
-        except Exception:  # a file another version or a crash left half-written
-            bucket.reset()
-
-    def dump_bytecode(self, bucket: jinja2.bccache.Bucket) -> None:
-        with contextlib.suppress(OSError):
-            super().dump_bytecode(bucket)
-
-
 def _bytecode_cache() -> jinja2.BytecodeCache | None:
     # Per version of postmortem (and of Python, through jinja's own key): templates change.
+    import jinja2
+
+    class QuietBytecodeCache(jinja2.FileSystemBytecodeCache):
+        """Compiled templates kept between runs (compiling them costs a command ~50 ms); a
+        cache that cannot be read or written is a miss, never an error."""
+
+        def load_bytecode(self, bucket: jinja2.bccache.Bucket) -> None:
+            try:
+                super().load_bytecode(bucket)
+            except Exception:  # a file another version or a crash left half-written
+                bucket.reset()
+
+        def dump_bytecode(self, bucket: jinja2.bccache.Bucket) -> None:
+            with contextlib.suppress(OSError):
+                super().dump_bytecode(bucket)
+
     folder = cache_folder() / f"templates-{__version__}"
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError:
         return None
-    return _QuietBytecodeCache(str(folder))
+    return QuietBytecodeCache(str(folder))
 
 
 def _hex(value: int | None, spec: str = "x", prefix: str = "0x") -> str:
@@ -208,13 +212,19 @@ def render(kind: Kind, data: Any, fmt: str, *, color: bool = False, verbose: boo
         ValueError: `kind` has no `fmt` format.
     """
     if fmt == "json":
+        import json
+
         if kind == "scan":
             incident = [data["incident"]] if data.get("incident") else []
             objects = [data["summary"], *incident, *data["dumps"], *data["groups"]]
             return "".join(json.dumps(o, sort_keys=True) + "\n" for o in objects)
         return json.dumps(data, indent=2, sort_keys=True) + "\n"
-    if fmt not in _TEMPLATES[kind]:
+    if fmt not in formats(kind):
         raise ValueError(f"{kind} output has no {fmt} format (it has {', '.join(formats(kind))})")
+    if kind == "info":
+        from postmortem.report.info_text import render_info_text
+
+        return render_info_text(data)
     text = fmt == "text"
     template = _environment(text, color and text).get_template(_TEMPLATES[kind][fmt])
     lanes_shown = 1 << 31 if verbose else LANES_SHOWN.get(fmt, 0)

@@ -20,7 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
-from postmortem.coredump.decompress import CODEC_MAGIC_BYTES, read_decompressed_head, sniff_codec
+from postmortem.coredump.codec import CODEC_MAGIC_BYTES, sniff_codec
+from postmortem.coredump.decompress import read_decompressed_head
 from postmortem.elf import core_header_problem
 from postmortem.errors import CompressedDumpError
 from postmortem.scan.remote import ObjectInfo, iter_remote_dumps

@@ -24,7 +24,7 @@ from typing import Any, BinaryIO
 import numpy as np
 
 from postmortem.coredump import tables as t
-from postmortem.coredump.decompress import sniff_codec
+from postmortem.coredump.codec import sniff_codec
 from postmortem.elf import SECTION_HEADER_SIZE, Sections, read_header
 from postmortem.errors import MalformedElf
 from postmortem.scan.discover import open_regular_file

@@ -15,7 +15,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from postmortem.coredump.decompress import CODEC_MAGIC_BYTES, open_decompressed_stream, sniff_codec
+from postmortem.coredump.codec import CODEC_MAGIC_BYTES, sniff_codec
+from postmortem.coredump.decompress import open_decompressed_stream
 from postmortem.coredump.remote import modified_time, version_tag
 from postmortem.elf import core_header_problem
 from postmortem.urls import DumpUrl

@@ -3,8 +3,10 @@ no reader, no analysis, no jinja2 (those cost most of a command's start-up)."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 HEAVY = (
     "numpy", "jinja2", "postmortem.analysis", "postmortem.coredump", "postmortem.cubin",
@@ -59,3 +61,28 @@ def test_a_command_still_loads_what_it_needs():
     # The probe can see heavy modules: the same run with a real command finds them.
     action = "from postmortem.commands import info_text; import postmortem.coredump"
     assert "numpy" in _heavy_modules(action)
+
+
+def test_info_on_a_plain_dump_loads_no_templates_decompressors_or_toml(tmp_path):
+    # GIVEN a plain (uncompressed) dump, and no settings file anywhere
+    dump = Path(__file__).resolve().parents[2] / "fixtures" / "dumps" / "oob_store.nvcudmp"
+    code = (
+        "import sys\n"
+        "from postmortem.cli import main\n"
+        f"try:\n    main(['info', {str(dump)!r}], prog_name='postmortem')\n"
+        "except SystemExit:\n    pass\n"
+        "print('LOADED:' + ','.join(sorted(sys.modules)), file=sys.stderr)\n"
+    )
+    env = {**os.environ, "XDG_CONFIG_HOME": str(tmp_path)}
+    # WHEN `postmortem info` runs on it
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=tmp_path,
+        env=env,
+    )  # fmt: skip
+    line = next(x for x in result.stderr.splitlines() if x.startswith("LOADED:"))
+    loaded = set(line.removeprefix("LOADED:").split(","))
+    # THEN it answered without jinja2, a decompressor, a TOML parser, json or the numpy
+    # modules that `np.unique` pulls in
+    assert "oob_kernel" in result.stdout
+    unwanted = {"jinja2", "gzip", "lzma", "bz2", "backports.zstd", "tomllib", "json", "numpy.ma"}
+    assert loaded & unwanted == set()

@@ -13,12 +13,12 @@ from types import SimpleNamespace
 
 import pytest
 
+from postmortem.coredump.codec import sniff_codec
 from postmortem.coredump.decompress import (
     MAX_DECOMPRESSED_ENV,
     Budget,
     decompress_to_file,
     read_decompressed_head,
-    sniff_codec,
 )
 from postmortem.elf import core_header_problem
 from postmortem.errors import CompressedDumpError, PostmortemError

@@ -76,3 +76,18 @@ def test_template_argument_lists_collapse_to_an_ellipsis(name, short):
 @pytest.mark.parametrize("name", ["broken<int", "broken>int", "a<b>>c"])
 def test_a_name_whose_brackets_do_not_pair_up_is_kept_whole(name):
     assert collapse_templates(name) == name
+
+
+def test_the_native_demangler_reads_function_pointer_arguments_as_cplusplus_filt_does():
+    # GIVEN a template argument that is a function pointer (where cpp_demangle differs)
+    name = "_Z1kIXadL_Z4reluIfET_S0_EEEvv"
+    # WHEN demangled
+    shown = demangle(name)
+    # THEN libstdc++'s __cxa_demangle answered, as `c++filt` prints it (the fallback shows
+    # `&float relu<float>(relu)`, without the parentheses)
+    assert shown == "void k<&(float relu<float>(relu))>()"
+
+
+@pytest.mark.parametrize("name", ["_Z", "_Zfoo", "_Z1", "_Z" + "N" * 5000])
+def test_a_name_the_demangler_rejects_is_left_as_it_is(name):
+    assert demangle(name) == name
