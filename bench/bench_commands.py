@@ -29,7 +29,16 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 SMALL = Path("fixtures") / "dumps" / "oob_store.nvcudmp"
-POSTMORTEM = [sys.executable, "-m", "postmortem"]
+
+
+def _command() -> list[str]:
+    # The `postmortem` script pip installs next to the interpreter is what users run; it
+    # starts faster than `python -m postmortem` (no runpy).
+    script = Path(sys.executable).parent / "postmortem"
+    return [str(script)] if script.is_file() else [sys.executable, "-m", "postmortem"]
+
+
+POSTMORTEM = _command()
 
 
 def run(argv: list[str]) -> tuple[float, int]:

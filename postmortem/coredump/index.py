@@ -66,7 +66,9 @@ class TableIndex:
 
     def of_type(self, section_type: int) -> np.ndarray[Any, Any]:
         """Indices of every usable section of `section_type`, in file order."""
-        return np.flatnonzero((self.sections.type == section_type) & self.survey.usable)
+        members = self.survey.members(section_type)
+        usable: np.ndarray[Any, Any] = members[self.survey.usable[members]]
+        return usable
 
     def attached(self, section_type: int) -> np.ndarray[Any, Any]:
         """`of_type`, less the root-level images (sections that hang from no row)."""
@@ -156,10 +158,16 @@ class TableIndex:
         if self.file.sparse:
             sizes = counts * s.entsize[tables].astype(np.int64)
             self.file.ensure_ranges(zip(s.offset[tables].tolist(), sizes.tolist(), strict=True))
-        raw = np.frombuffer(self.file.map, np.uint8)
         width = spec.end - spec.offset
+        if total and not (positions % width).any():
+            # Every value aligned (as a driver writes them): one gather of whole words.
+            words = np.frombuffer(self.file.map, "<u" + str(width), self.file.size // width)
+            values = words[positions // width]
+            del words  # release the export so the map can close
+            return Column(tables[owner], row, values)
+        raw = np.frombuffer(self.file.map, np.uint8)
         gathered = raw[positions[:, None] + np.arange(width)] if total else np.zeros((0, width))
-        del raw  # release the export so the map can close
+        del raw
         values = np.ascontiguousarray(gathered, dtype=np.uint8).view("<u" + str(width)).ravel()
         return Column(tables[owner], row, values)
 

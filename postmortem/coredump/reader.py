@@ -377,7 +377,7 @@ class Coredump:
         found = [
             MemorySegment(
                 kind,
-                int(self.sections.addr[section]),
+                self.sections.header_field(int(section), "addr"),
                 int(self.tables.survey.size[section]),
                 int(section),
             )

@@ -107,6 +107,11 @@ class RemoteFile:
         """True while blocks may still be missing (False once a compressed dump is whole)."""
         return self._present is not None
 
+    def fileno(self) -> int:
+        """The descriptor of the local mirror the map is of."""
+        assert self._file is not None  # opened in __init__
+        return self._file.fileno()
+
     def ensure(self, offset: int, size: int) -> None:
         """Make bytes `[offset, offset + size)` of the dump present in the map."""
         self.ensure_ranges(((offset, size),))

@@ -161,12 +161,28 @@ class Survey:
         """True for each of `root_images`."""
         self.kinds = t.kind_codes(sections.type)
         """Each section's type as a small code (see `tables.of_types`)."""
+        # The sections grouped by type (a stable sort keeps file order within a type): each
+        # pass over one type is a slice, not a comparison of every section header.
+        self._by_kind = np.argsort(self.kinds, kind="stable")
+        self._kind_starts = np.concatenate(
+            [[0], np.cumsum(np.bincount(self.kinds, minlength=t.KIND_COUNT))]
+        ).tolist()
         self._found: dict[tuple[DamageKind, int], list[tuple[int, str]]] = defaultdict(list)
         self._survey_tables()
         self._survey_leaves()
         self._reject_overlaps()
         self._follow_links()
         self.damage: tuple[Damage, ...] = self._damage()
+
+    def members(self, section_type: int) -> np.ndarray[Any, Any]:
+        """Every section of `section_type`, usable or not, in file order."""
+        code = section_type - t.SHT_LOUSER
+        if not 0 < code < t.KIND_COUNT:  # not one of ours: compare every header
+            found: np.ndarray[Any, Any] = np.flatnonzero(self._s.type == section_type)
+            return found
+        start, end = self._kind_starts[code], self._kind_starts[code + 1]
+        grouped: np.ndarray[Any, Any] = self._by_kind[start:end]
+        return grouped
 
     # -- recording ----------------------------------------------------------------------
 
@@ -191,7 +207,7 @@ class Survey:
     def _survey_tables(self) -> None:
         s = self._s
         for section_type, layout in t.LAYOUTS.items():
-            tables = np.flatnonzero(s.type == section_type)
+            tables = self.members(section_type)
             if not len(tables):
                 continue
             stride = s.entsize[tables].astype(np.int64)
@@ -214,21 +230,20 @@ class Survey:
             self.size[tables[ok]] = rows[ok] * stride[ok]
 
     def _survey_leaves(self) -> None:
+        # Over every header at once, masked: the leaves are nearly all of a full dump's
+        # sections (registers and predicates per lane), so gathering them first costs more.
         s = self._s
-        tables = t.of_types(self.kinds, t.LAYOUTS)
-        leaves = np.flatnonzero((self.kinds != 0) & ~tables)
-        if not len(leaves):
-            return
-        nobits = s.type[leaves] == SHT_NOBITS
-        size, present = s.size[leaves].astype(np.int64), s.in_file[leaves].astype(np.int64)
-        outside = ~nobits & (size > 0) & (s.offset[leaves] >= np.uint64(s.buffer_size))
-        self._note(DamageKind.OUTSIDE_FILE, leaves[outside], self._outside_words)
-        cut = ~nobits & ~outside & (present < size)
-        to_end = cut & t.of_types(self.kinds[leaves], _READ_TO_END)
-        self._note(DamageKind.TRUNCATED, leaves[cut], self._cut_words)
-        ok = ~outside & (~cut | to_end)
-        self.usable[leaves[ok]] = True
-        self.size[leaves[ok]] = np.where(nobits, 0, present)[ok]
+        leaf = (self.kinds != 0) & ~t.of_types(self.kinds, t.LAYOUTS)
+        nobits = s.type == SHT_NOBITS
+        size, present = s.size.astype(np.int64), s.in_file.astype(np.int64)
+        outside = leaf & ~nobits & (size > 0) & (s.offset >= np.uint64(s.buffer_size))
+        self._note(DamageKind.OUTSIDE_FILE, np.flatnonzero(outside), self._outside_words)
+        cut = leaf & ~nobits & ~outside & (present < size)
+        to_end = cut & t.of_types(self.kinds, _READ_TO_END)
+        self._note(DamageKind.TRUNCATED, np.flatnonzero(cut), self._cut_words)
+        ok = leaf & ~outside & (~cut | to_end)
+        self.usable |= ok
+        self.size = np.where(ok, np.where(nobits, 0, present), self.size)
 
     def _reject_overlaps(self) -> None:
         """Tables and images must not share bytes: a header table that points hundreds of
@@ -265,7 +280,8 @@ class Survey:
         s = self._s
         for child_type in sorted(t.PARENT_TYPE, key=_depth):
             parent_type = t.PARENT_TYPE[child_type]
-            members = np.flatnonzero((s.type == child_type) & self.usable)
+            members = self.members(child_type)
+            members = members[self.usable[members]]
             if not len(members):
                 continue
             link = s.link[members].astype(np.int64)

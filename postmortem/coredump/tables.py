@@ -50,21 +50,22 @@ CB_TABLE = SHT_LOUSER + 21
 META_DATA = SHT_LOUSER + 22
 CBU_BAR = SHT_LOUSER + 23
 
-_KIND_COUNT = CBU_BAR - SHT_LOUSER + 1
+KIND_COUNT = CBU_BAR - SHT_LOUSER + 1
+"""How many `kind_codes` there are (0 for a type not ours, then one per section type)."""
 
 
 def kind_codes(section_types: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
     """Each section's type as a small code (`sh_type - SHT_LOUSER` for ours, 0 for any
     other), so that "is it one of these types" is one table lookup per section."""
     codes = section_types.astype(np.uint32) - np.uint32(SHT_LOUSER)  # wraps for the others
-    codes[codes >= _KIND_COUNT] = 0
+    codes[codes >= KIND_COUNT] = 0
     small: np.ndarray[Any, Any] = codes.astype(np.uint8)
     return small
 
 
 def of_types(codes: np.ndarray[Any, Any], section_types: Iterable[int]) -> np.ndarray[Any, Any]:
     """Per section (given its `kind_codes`): is its type one of `section_types`?"""
-    wanted = np.zeros(_KIND_COUNT, dtype=bool)
+    wanted = np.zeros(KIND_COUNT, dtype=bool)
     for section_type in section_types:
         wanted[section_type - SHT_LOUSER] = True
     selected: np.ndarray[Any, Any] = wanted[codes]
