@@ -13,15 +13,12 @@ from typing import Any
 
 from postmortem.demangle import demangle
 from postmortem.report.textsafe import escape_controls
-from postmortem.report.values import Json
-
-UNKNOWN = "?"
-"""How a fact the dump does not hold is shown (the templates' `UNKNOWN`)."""
+from postmortem.report.values import UNKNOWN, Json, hex_text, size_text
 
 
 def render_info_text(summary: Json) -> str:
     """`info`'s view model (`build_info`) as the text `postmortem info` prints."""
-    lines = [f"{_shown(summary['path'])}: CUDA coredump, {_size(summary['file_size'])}"]
+    lines = [f"{_shown(summary['path'])}: CUDA coredump, {size_text(summary['file_size'])}"]
     if summary["codec"]:
         lines[0] += f" ({_shown(summary['codec'])}-compressed)"
     lines += _faults(summary)
@@ -64,10 +61,10 @@ def _fault_group(count: int, first: Json) -> list[str]:
     if first["error_pc"] is None:
         site += "pc unknown"
     else:
-        site += f"pc {_hex(first['error_pc'])}"
+        site += f"pc {hex_text(first['error_pc'])}"
         location = first["location"]
         if location:
-            site += f" = {_kernel(location['function'])}+{_hex(location['offset'])}"
+            site += f" = {_kernel(location['function'])}+{hex_text(location['offset'])}"
         else:
             site += " (outside every module in the dump)"
     who = f"    {_plural(count, first['source'])}; first: "
@@ -95,7 +92,7 @@ def _devices(summary: Json) -> list[str]:
         f"  {_shown(d['index'])}: {_shown(d['name'])} ({_shown(d['type'])}, "
         f"{_shown(d['sm_type'])}), {_shown(d['num_sms'])} SMs x "
         f"{_shown(d['num_warps_per_sm'])} warps x {_shown(d['num_lanes_per_warp'])} lanes, "
-        f"pci {_hex(d['pci_bus_id'], '02x', '')}:{_hex(d['pci_dev_id'], '02x', '')}"
+        f"pci {hex_text(d['pci_bus_id'], '02x', '')}:{hex_text(d['pci_dev_id'], '02x', '')}"
         for d in summary["devices"]
     ]
     c = summary["census"]
@@ -129,8 +126,10 @@ def _modules(modules: list[Json]) -> list[str]:
         if module["module_handle"] is None:
             line = "  root-level image (no module row, so device, context and handle unknown; "
         else:
-            line = f"  {_hex(module['module_handle'])} (context {_hex(module['context_id'])}, "
-        size = _size(image["size_bytes"]) if image else "no image"
+            line = (
+                f"  {hex_text(module['module_handle'])} (context {hex_text(module['context_id'])}, "
+            )
+        size = size_text(image["size_bytes"]) if image else "no image"
         functions = ", ".join(_kernel(name) for name in m["functions"]) or "no functions"
         lines.append(f"{line}ELF ABI v{_shown(m['abi_version'])}, {size}): {functions}")
     return lines
@@ -166,20 +165,8 @@ def _plural(count: int, word: Any) -> str:
     return f"{_shown(count)} {_shown(word)}{'s' if count != 1 else ''}"
 
 
-def _hex(value: int | None, spec: str = "x", prefix: str = "0x") -> str:
-    return UNKNOWN if value is None else f"{prefix}{value:{spec}}"
-
-
 def _dim3(value: list[int] | None) -> str:
     return UNKNOWN if value is None else "({},{},{})".format(*(_shown(v) for v in value))
-
-
-def _size(size: float) -> str:
-    for unit in ("bytes", "KiB", "MiB"):
-        if size < 1024:
-            return f"{size} {unit}" if unit == "bytes" else f"{size:.1f} {unit}"
-        size /= 1024
-    return f"{size:.1f} GiB"
 
 
 def _kernel(mangled: str | None) -> str:

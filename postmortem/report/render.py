@@ -27,6 +27,7 @@ from postmortem._version import __version__
 from postmortem.config import cache_folder
 from postmortem.demangle import collapse_templates, demangle
 from postmortem.report.textsafe import escape_controls
+from postmortem.report.values import UNKNOWN, hex_text, size_text
 
 if TYPE_CHECKING:
     import jinja2
@@ -112,10 +113,6 @@ def _known(value: object) -> object:
     return UNKNOWN if value is None else value
 
 
-UNKNOWN = "?"
-"""How every format shows a fact the dump does not hold."""
-
-
 def _ansi(text: object, name: str) -> _Styled:
     shown = text if isinstance(text, _Styled) else escape_controls(str(text))
     return _Styled(f"\033[{_ANSI[name]}m{shown}\033[0m")
@@ -169,18 +166,6 @@ def _bytecode_cache() -> jinja2.BytecodeCache | None:
     return QuietBytecodeCache(str(folder))
 
 
-def _hex(value: int | None, spec: str = "x", prefix: str = "0x") -> str:
-    return UNKNOWN if value is None else f"{prefix}{value:{spec}}"
-
-
-def _size(size: float) -> str:
-    for unit in ("bytes", "KiB", "MiB"):
-        if size < 1024:
-            return f"{size} {unit}" if unit == "bytes" else f"{size:.1f} {unit}"
-        size /= 1024
-    return f"{size:.1f} GiB"
-
-
 def _kernel(mangled: str | None) -> str:
     return demangle(mangled) if mangled else "<unknown kernel>"
 
@@ -190,8 +175,8 @@ def _environment(text: bool, color: bool) -> jinja2.Environment:
     env = template_environment(text=text)
     env.filters["style"] = _ansi if color else (lambda text, _: text)
     env.filters["dim3"] = lambda d: UNKNOWN if d is None else "({},{},{})".format(*d)
-    env.filters["hex"] = _hex
-    env.filters["size"] = _size
+    env.filters["hex"] = hex_text
+    env.filters["size"] = size_text
     env.filters["kernel"] = _kernel
     env.filters["brief"] = lambda name: collapse_templates(str(name))
     return env

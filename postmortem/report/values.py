@@ -9,6 +9,9 @@ from postmortem.model import Dim3, describe_exception
 
 Json = dict[str, Any]
 
+UNKNOWN = "?"
+"""How every format shows a fact the dump does not hold."""
+
 
 def hex_or_none(value: int | None) -> str | None:
     """``0x1f``, or None."""
@@ -23,6 +26,21 @@ def dim_or_none(value: Dim3 | None) -> list[int] | None:
 def version_or_none(value: tuple[int, int] | None) -> str | None:
     """A (major, minor) version as ``580.65``, or None."""
     return None if value is None else f"{value[0]}.{value[1]}"
+
+
+def hex_text(value: int | None, spec: str = "x", prefix: str = "0x") -> str:
+    """An address or id for people (``0x1f``; `spec` and `prefix` as the template asks),
+    ``?`` when the dump does not hold it."""
+    return UNKNOWN if value is None else f"{prefix}{value:{spec}}"
+
+
+def size_text(size: float) -> str:
+    """A size for people: ``512 bytes``, ``4.6 KiB``, ``1.2 GiB``."""
+    for unit in ("bytes", "KiB", "MiB"):
+        if size < 1024:
+            return f"{size} {unit}" if unit == "bytes" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{size:.1f} GiB"
 
 
 def dim3_text(value: Dim3 | None) -> str:
