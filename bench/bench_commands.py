@@ -3,15 +3,17 @@
 Every figure is a whole process, from start to exit: Python's start-up, imports, reading,
 rendering; for cuda-gdb, opening the dump (`target cudacore`) and answering `info cuda
 kernels` and `bt` in batch mode. Median wall time and peak memory (the process's own, from
-wait4) over --repeat runs, on a small fixture dump and on a full-H100-shaped one (132 SMs x
-64 warps x 32 lanes = 270,336 lanes, r400 rows so that cuda-gdb 11.8 reads it) that
-fixtures/builder/large.py writes into a temporary folder.
+wait4) over --repeat runs, on a small fixture dump, on a middling one (7,000 lanes: 14,497
+sections, near the most that are read without numpy, `elf.SMALL_TABLE`) and on a
+full-H100-shaped one (132 SMs x 64 warps x 32 lanes = 270,336 lanes), the last two with
+r400 rows so that cuda-gdb 11.8 reads them, written by fixtures/builder/large.py into a
+temporary folder.
 
 The package's bytecode is compiled first (into its __pycache__ folders, whatever
 PYTHONDONTWRITEBYTECODE says), as `pip install` does: otherwise every run would pay for
 compiling the modules it imports, which no installed copy does.
 
-    python bench/bench_commands.py [--repeat R] [--lanes N]
+    python bench/bench_commands.py [--repeat R] [--lanes N] [--middling-lanes N]
 """
 
 from __future__ import annotations
@@ -74,30 +76,38 @@ def table(title: str, dump: Path, repeat: int) -> None:
         ("postmortem analyze (with cuda-gdb)", [*POSTMORTEM, "analyze", str(dump)]),
     ]
     if gdb:
-        print(f"  {'cuda-gdb: kernels + bt':38s} {gdb[0]:7.2f} s  {gdb[1] / 1024:7.0f} MiB")
+        print(f"  {'cuda-gdb: kernels + bt':38s} {gdb[0]:7.3f} s  {gdb[1] / 1024:7.0f} MiB")
     for label, argv in rows:
         seconds, kib = measure(argv, repeat)
         ratio = f"  {gdb[0] / seconds:5.1f}x cuda-gdb's speed" if gdb else ""
-        print(f"  {label:38s} {seconds:7.2f} s  {kib / 1024:7.0f} MiB{ratio}")
+        print(f"  {label:38s} {seconds:7.3f} s  {kib / 1024:7.0f} MiB{ratio}")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--lanes", type=int, default=270_336)
+    parser.add_argument("--middling-lanes", type=int, default=7_000)
     args = parser.parse_args()
     compileall.compile_dir(ROOT / "postmortem", quiet=1)
     # The first analyze with cuda-gdb may learn that it needs an empty data directory.
     run([*POSTMORTEM, "analyze", str(SMALL)])
     table("small dump", ROOT / SMALL, args.repeat)
     with tempfile.TemporaryDirectory(prefix="postmortem-bench-") as scratch:
-        large = Path(scratch) / "h100.nvcudmp"
-        builder = ROOT / "fixtures" / "builder" / "large.py"
-        subprocess.run(
-            [sys.executable, str(builder), str(large), "--layout", "r400", "--lanes",
-             str(args.lanes)], check=True, cwd=ROOT, stdout=subprocess.DEVNULL,
-        )  # fmt: skip
+        middling = _build(Path(scratch) / "middling.nvcudmp", args.middling_lanes)
+        table(f"middling dump, {args.middling_lanes:,} lanes", middling, args.repeat)
+        middling.unlink()
+        large = _build(Path(scratch) / "h100.nvcudmp", args.lanes)
         table(f"H100-shaped dump, {args.lanes:,} lanes", large, max(1, args.repeat // 2))
+
+
+def _build(path: Path, lanes: int) -> Path:
+    builder = ROOT / "fixtures" / "builder" / "large.py"
+    subprocess.run(
+        [sys.executable, str(builder), str(path), "--layout", "r400", "--lanes", str(lanes)],
+        check=True, cwd=ROOT, stdout=subprocess.DEVNULL,
+    )  # fmt: skip
+    return path
 
 
 if __name__ == "__main__":

@@ -2,9 +2,10 @@
 
 Coredumps (ELF64 ET_CORE files with up to millions of sections, memory-mapped) and the
 cubins inside them (ELF64 images of a few dozen sections) are read by this module and no
-other. The section header table is decoded in bulk, as numpy columns over the buffer (no
-Python object per section). Every byte range handed out is checked against the end of
-the buffer first.
+other. The section header table is decoded into columns, one per field: Python lists for a
+table of up to `SMALL_TABLE` headers, numpy arrays for a larger one (`elfcolumns.py`, no
+Python object per section). numpy is imported only then: reading a small dump does not
+pay for it. Every byte range handed out is checked against the end of the buffer first.
 
 Only an unreadable ELF header or section header table is an error (`MalformedElf`). A
 section that runs past the end of the buffer is not: `available()` says how many of its
@@ -19,9 +20,7 @@ import struct
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
-from typing import Any, TypeAlias
-
-import numpy as np
+from typing import Any, NamedTuple, TypeAlias
 
 from postmortem.errors import MalformedElf
 
@@ -57,36 +56,48 @@ SECTION_HEADER_SIZE = 64
 MAX_SECTIONS = 1 << 24
 _MAX_STRING = 4096
 _NOTE = struct.Struct("<III")
+SMALL_TABLE = 16384
+"""Up to this many section headers are decoded into Python lists; more into numpy arrays.
+Every dump of one small launch is below it; a dump of a GPU full of warps is far above."""
 
-SECTION_DTYPE = np.dtype(
-    [
-        ("name", "<u4"),
-        ("type", "<u4"),
-        ("flags", "<u8"),
-        ("addr", "<u8"),
-        ("offset", "<u8"),
-        ("size", "<u8"),
-        ("link", "<u4"),
-        ("info", "<u4"),
-        ("addralign", "<u8"),
-        ("entsize", "<u8"),
-    ]
+# A section header's fields, in order, and their struct codes (sh_name … sh_entsize).
+SECTION_FIELDS = (
+    ("name", "I"),
+    ("type", "I"),
+    ("flags", "Q"),
+    ("addr", "Q"),
+    ("offset", "Q"),
+    ("size", "Q"),
+    ("link", "I"),
+    ("info", "I"),
+    ("addralign", "Q"),
+    ("entsize", "Q"),
 )
+SECTION_HEADER = struct.Struct("<" + "".join(code for _, code in SECTION_FIELDS))
 # Each field of a section header, to read one without a column (a struct at its offset).
 _HEADER_FIELDS = {
-    name: struct.Struct(f"<{offset}x{'I' if kind.itemsize == 4 else 'Q'}")
-    for name, (kind, offset, *_) in (SECTION_DTYPE.fields or {}).items()
+    name: struct.Struct(
+        f"<{struct.calcsize('<' + ''.join(c for _, c in SECTION_FIELDS[:at]))}x{code}"
+    )
+    for at, (name, code) in enumerate(SECTION_FIELDS)
 }
-SYMBOL_DTYPE = np.dtype(
-    [
-        ("name", "<u4"),
-        ("info", "u1"),
-        ("other", "u1"),
-        ("shndx", "<u2"),
-        ("value", "<u8"),
-        ("size", "<u8"),
-    ]
-)
+_SYMBOL = struct.Struct("<IBBHQQ")
+_U64_MAX = (1 << 64) - 1
+SYMBOL_SIZE = _SYMBOL.size
+HeaderColumn: TypeAlias = Any
+"""One field of every section header, indexed by section: a list of ints for a small table,
+a numpy array for a large one (`Sections.bulk`). Only bulk code applies array operations."""
+
+
+class SymbolRow(NamedTuple):
+    """One entry of a SHT_SYMTAB section, as stored."""
+
+    name: int
+    info: int
+    other: int
+    shndx: int
+    value: int
+    size: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,12 +172,8 @@ def described_end(buffer: Buffer, size: int) -> int | None:
     except MalformedElf:
         return None
     sections = Sections(buffer, header, size)
-    stored = sections.type != SHT_NOBITS
-    # offset + size without overflow: a hostile header may hold anything.
-    room = np.iinfo(np.uint64).max - sections.offset
-    ends = np.where(sections.size > room, room, sections.offset + sections.size)[stored]
     table_end = header.shoff + header.section_count * SECTION_HEADER_SIZE
-    return max(table_end, int(ends.max()) if len(ends) else 0)
+    return max(table_end, sections.stored_end())
 
 
 def read_header(buffer: Buffer, size: int | None = None, fetch: Fetch | None = None) -> ElfHeader:
@@ -203,10 +210,10 @@ def read_header(buffer: Buffer, size: int | None = None, fetch: Fetch | None = N
     if shnum == 0 or shstrndx == SHN_XINDEX:
         if fetch is not None:
             fetch(shoff, SECTION_HEADER_SIZE)
-        zero = np.frombuffer(buffer, SECTION_DTYPE, 1, shoff)[0]
         extended = True
-        count = int(zero["size"]) if shnum == 0 else shnum
-        names = int(zero["link"]) if shstrndx == SHN_XINDEX else shstrndx
+        count = _HEADER_FIELDS["size"].unpack_from(buffer, shoff)[0] if shnum == 0 else shnum
+        if shstrndx == SHN_XINDEX:
+            names = _HEADER_FIELDS["link"].unpack_from(buffer, shoff)[0]
     if count == 0:
         raise MalformedElf("ELF header", "the section count is 0", "section count", 0)
     _check_table(shoff, count, size)
@@ -238,7 +245,8 @@ def _check_table(shoff: int, count: int, size: int) -> None:
 class Sections:
     """Every section header of an ELF file or image, as columns; bytes on demand.
 
-    The columns are copies, so a memory map is not pinned by live views of it.
+    The columns are copies, so a memory map is not pinned by live views of it. They are
+    lists for a table of up to `SMALL_TABLE` headers and numpy arrays past it (`bulk`).
     """
 
     def __init__(
@@ -265,7 +273,21 @@ class Sections:
         start = header.shoff
         if fetch is not None:
             fetch(start, self.count * SECTION_HEADER_SIZE)
-        columns = _read_columns(buffer, start, self.count, read_into)
+        self.bulk = self.count > SMALL_TABLE
+        """True when the columns are numpy arrays (a large table), False for lists."""
+        columns: dict[str, HeaderColumn]
+        if self.bulk:
+            from postmortem import elfcolumns
+
+            columns = elfcolumns.read_columns(buffer, start, self.count, read_into)
+            self._gathered: dict[str, HeaderColumn] = {}
+        else:
+            table = _read_table(buffer, start, self.count * SECTION_HEADER_SIZE, read_into)
+            values = zip(*SECTION_HEADER.iter_unpack(table), strict=True)
+            columns = {
+                name: list(column) for (name, _), column in zip(SECTION_FIELDS, values, strict=True)
+            }
+            self._gathered = columns
         self.type = columns["type"]
         self.offset = columns["offset"]
         self.size = columns["size"]
@@ -277,25 +299,26 @@ class Sections:
         self._names = self._range(header.shstrndx)
 
     @cached_property
-    def flags(self) -> np.ndarray[Any, Any]:
+    def flags(self) -> HeaderColumn:
         """`sh_flags` of every section."""
         return self._gather("flags")
 
     @cached_property
-    def addr(self) -> np.ndarray[Any, Any]:
+    def addr(self) -> HeaderColumn:
         """`sh_addr` of every section."""
         return self._gather("addr")
 
     @cached_property
-    def addralign(self) -> np.ndarray[Any, Any]:
+    def addralign(self) -> HeaderColumn:
         """`sh_addralign` of every section."""
         return self._gather("addralign")
 
-    def _gather(self, field: str) -> np.ndarray[Any, Any]:
-        headers = np.frombuffer(self.buffer, SECTION_DTYPE, self.count, self.header.shoff)
-        column: np.ndarray[Any, Any] = np.ascontiguousarray(headers[field])
-        del headers  # release the export so a map can close
-        return column
+    def _gather(self, field: str) -> HeaderColumn:
+        if field in self._gathered:
+            return self._gathered[field]
+        from postmortem import elfcolumns
+
+        return elfcolumns.gather(self.buffer, self.header.shoff, self.count, field)
 
     def header_field(self, index: int, field: str) -> int:
         """One field of one section header (`"addr"`, `"flags"`…), read from the buffer."""
@@ -306,13 +329,30 @@ class Sections:
             spec.unpack_from(self.buffer, self.header.shoff + index * SECTION_HEADER_SIZE)[0]
         )
 
-    def _bytes_in_file(self) -> np.ndarray[Any, Any]:
-        end = np.uint64(self.buffer_size)
-        start = np.minimum(self.offset, end)
-        # min(size, end - start) without overflow: offsets and sizes may be anything.
-        present: np.ndarray[Any, Any] = np.minimum(self.size, end - start)
-        present[self.type == SHT_NOBITS] = 0
-        return present
+    def _bytes_in_file(self) -> HeaderColumn:
+        if self.bulk:
+            from postmortem import elfcolumns
+
+            return elfcolumns.bytes_in_file(self.type, self.offset, self.size, self.buffer_size)
+        end = self.buffer_size
+        return [
+            0 if kind == SHT_NOBITS else min(size, end - min(offset, end))
+            for kind, offset, size in zip(self.type, self.offset, self.size, strict=True)
+        ]
+
+    def stored_end(self) -> int:
+        """The furthest byte any section with bytes claims (offset + size, saturated at
+        2**64 - 1, as a 64-bit reader sees it; 0 when no section has bytes)."""
+        if self.bulk:
+            from postmortem import elfcolumns
+
+            return elfcolumns.stored_end(self.type, self.offset, self.size)
+        ends = [
+            min(offset + size, _U64_MAX)
+            for kind, offset, size in zip(self.type, self.offset, self.size, strict=True)
+            if kind != SHT_NOBITS
+        ]
+        return max(ends, default=0)
 
     def available(self, index: int) -> int:
         """How many of the section's bytes the buffer holds (0 for SHT_NOBITS)."""
@@ -342,11 +382,12 @@ class Sections:
 
     def find(self, name: str, section_type: int | None = None) -> int | None:
         """The index of the first section called `name` (of `section_type`), or None."""
-        candidates = (
-            range(self.count)
-            if section_type is None
-            else np.flatnonzero(self.type == section_type).tolist()
-        )
+        if section_type is None:
+            candidates: Any = range(self.count)
+        elif self.bulk:
+            candidates = (self.type == section_type).nonzero()[0].tolist()
+        else:
+            candidates = (i for i, kind in enumerate(self.type) if kind == section_type)
         return next((int(i) for i in candidates if self.name(int(i)) == name), None)
 
     def data(self, index: int) -> bytes:
@@ -370,30 +411,32 @@ class Sections:
             )
         return self.data(index)
 
-    def records(self, index: int, dtype: np.dtype[Any], count: int) -> np.ndarray[Any, Any]:
-        """The first `count` records of `dtype` in the section, copied out of the buffer.
+    def records(self, index: int, record: struct.Struct, count: int) -> list[tuple[Any, ...]]:
+        """The first `count` records of `record` (its size is the stride) in the section.
 
         The caller has checked that they lie inside the section's available bytes.
         """
         if count <= 0:
-            return np.zeros(0, dtype)  # the offset may be anything then, even past 2**63
-        offset = int(self.offset[index])
-        assert count * dtype.itemsize <= self.available(index)
+            return []  # the offset may be anything then, even past 2**63
+        offset, size = int(self.offset[index]), count * record.size
+        assert size <= self.available(index)
         if self.fetch is not None:
-            self.fetch(offset, count * dtype.itemsize)
-        rows: np.ndarray[Any, Any] = np.frombuffer(self.buffer, dtype, count, offset).copy()
-        return rows
+            self.fetch(offset, size)
+        return list(record.iter_unpack(self.buffer[offset : offset + size]))
 
-    def symbols(self, index: int) -> np.ndarray[Any, Any]:
+    def symbol_stride(self, index: int) -> int:
+        """The bytes from one symbol of a SHT_SYMTAB section to the next."""
+        return int(self.entsize[index]) or SYMBOL_SIZE
+
+    def symbols(self, index: int) -> list[SymbolRow]:
         """The whole symbols of a SHT_SYMTAB section that the buffer holds."""
-        entsize = int(self.entsize[index]) or SYMBOL_DTYPE.itemsize
+        entsize = self.symbol_stride(index)
         # An entry is 24 bytes; a stride past the section holds no whole symbol.
-        if not SYMBOL_DTYPE.itemsize <= entsize <= max(self.available(index), 24):
-            return np.zeros(0, SYMBOL_DTYPE)
-        symbols: np.ndarray[Any, Any] = self.records(
-            index, _symbol_dtype(entsize), self.available(index) // entsize
-        )
-        return symbols
+        if not SYMBOL_SIZE <= entsize <= max(self.available(index), SYMBOL_SIZE):
+            return []
+        record = _symbol_struct(entsize)
+        rows = self.records(index, record, self.available(index) // entsize)
+        return [SymbolRow._make(row) for row in rows]
 
     def string_at(self, table: int, offset: int) -> str:
         """The NUL-terminated string at `offset` of string table section `table` ("" if none)."""
@@ -410,40 +453,19 @@ class Sections:
         return c_string(self.buffer, start, end)
 
 
-_COLUMNS = ("type", "offset", "size", "link", "info", "entsize")
-_SLICE_HEADERS = 1 << 14  # 1 MiB of headers per read
-
-
-def _read_columns(
-    buffer: Buffer, start: int, count: int, read_into: ReadInto | None
-) -> dict[str, np.ndarray[Any, Any]]:
-    fields: dict[str, Any] = dict(SECTION_DTYPE.fields or {})
-    columns = {name: np.empty(count, fields[name][0]) for name in _COLUMNS}
-    scratch = bytearray(min(count, _SLICE_HEADERS) * SECTION_HEADER_SIZE)
-    for first in range(0, count, _SLICE_HEADERS):
-        rows = min(_SLICE_HEADERS, count - first)
-        offset, size = start + first * SECTION_HEADER_SIZE, rows * SECTION_HEADER_SIZE
-        if read_into is not None and read_into(offset, memoryview(scratch)[:size]) == size:
-            headers = np.frombuffer(scratch, SECTION_DTYPE, rows)
-        else:  # no file to read, or a short read: straight from the buffer
-            headers = np.frombuffer(buffer, SECTION_DTYPE, rows, offset)
-        for name, column in columns.items():
-            column[first : first + rows] = headers[name]
-        del headers  # release the export of a map
-    return columns
+def _read_table(buffer: Buffer, start: int, size: int, read_into: ReadInto | None) -> bytes:
+    """A small header table's bytes: read from the file when there is one (a read call costs
+    less than faulting in the pages of a map), else copied out of the buffer."""
+    if read_into is not None:
+        table = bytearray(size)
+        if read_into(start, memoryview(table)) == size:
+            return bytes(table)
+    return bytes(buffer[start : start + size])
 
 
 @lru_cache(maxsize=8)
-def _symbol_dtype(entsize: int) -> np.dtype[Any]:
-    fields: dict[str, Any] = dict(SYMBOL_DTYPE.fields or {})
-    return np.dtype(
-        {
-            "names": list(fields),
-            "formats": [spec[0] for spec in fields.values()],
-            "offsets": [spec[1] for spec in fields.values()],
-            "itemsize": entsize,
-        }
-    )
+def _symbol_struct(entsize: int) -> struct.Struct:
+    return struct.Struct(f"{_SYMBOL.format}{entsize - _SYMBOL.size}x")
 
 
 @dataclass(frozen=True, slots=True)

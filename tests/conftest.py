@@ -63,3 +63,12 @@ def corpus(request: pytest.FixtureRequest) -> Path:
     if request.param == "code":
         return DUMPS
     return request.getfixturevalue("alloc_dumps")  # type: ignore[no-any-return]
+
+
+@pytest.fixture(params=["small", "bulk"])
+def reading(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Runs a test with dumps read both ways: as small dumps (Python lists) and in bulk
+    (numpy columns), whatever their size."""
+    if request.param == "bulk":
+        monkeypatch.setattr("postmortem.elf.SMALL_TABLE", 0)
+    return str(request.param)

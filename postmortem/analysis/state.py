@@ -81,12 +81,12 @@ def warp_pcs(core: Coredump) -> tuple[WarpPcs, ...]:
     to hold a PC are left out. The lanes are filtered and counted in bulk: a full H100 dump
     has 270,000 of them, and only the 8,000 warps become Python objects.
     """
-    pcs = core.tables.column(t.LN_TABLE, "phys_pc")
+    pcs = core.tables.column_arrays(t.LN_TABLE, "phys_pc")
     if not len(pcs.section):
         return ()
     # Columns over the same tables as the PCs, row for row (0 where a stride lacks them).
-    exceptions = core.tables.column(t.LN_TABLE, "exception", default=0)
-    lane_ids = core.tables.column(t.LN_TABLE, "ln", default=_NO_LANE_ID)
+    exceptions = core.tables.column_arrays(t.LN_TABLE, "exception", default=0)
+    lane_ids = core.tables.column_arrays(t.LN_TABLE, "ln", default=_NO_LANE_ID)
     keep = np.isin(exceptions.section, pcs.section)
     tables, starts, counts = np.unique(pcs.section, return_index=True, return_counts=True)
     codes_all, ids_all = exceptions.values[keep], lane_ids.values[keep]

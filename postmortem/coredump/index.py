@@ -13,26 +13,35 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
-import numpy as np
 
 from postmortem.coredump import tables as t
 from postmortem.coredump.elf import DumpFile, SectionTable
-from postmortem.coredump.survey import Survey
+from postmortem.coredump.rows import Row
+from postmortem.coredump.survey import SmallSurvey, Survey
+from postmortem.elf import HeaderColumn, Sections
 from postmortem.errors import CorruptSection
 from postmortem.model import RowRef
 
 _ROWS_CACHE_LIMIT = 4096
 
 
+def survey(sections: Sections) -> Survey:
+    """The survey of a dump's sections, by the surveyor that fits how they were read."""
+    if sections.bulk:
+        from postmortem.coredump.survey_bulk import BulkSurvey
+
+        return BulkSurvey(sections)
+    return SmallSurvey(sections)
+
+
 @dataclass(frozen=True, slots=True)
 class Column:
-    """One field of many rows: parallel arrays of table section, row number and value."""
+    """One field of many rows: parallel sequences of table section, row number and value
+    (lists for a small dump, numpy arrays for a large one, as `Sections.bulk` says)."""
 
-    section: np.ndarray[Any, Any]
-    row: np.ndarray[Any, Any]
-    values: np.ndarray[Any, Any]
+    section: HeaderColumn
+    row: HeaderColumn
+    values: HeaderColumn
 
 
 class TableIndex:
@@ -42,9 +51,8 @@ class TableIndex:
         self.path: Path = mapped.path
         self.file = mapped
         self.sections = sections
-        self.survey = Survey(sections)
-        self._children_index: dict[int, tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]] = {}
-        self._rows_cache: dict[int, np.ndarray[Any, Any]] = {}
+        self.survey = survey(sections)
+        self._rows_cache: dict[int, list[Row]] = {}
         if mapped.sparse:
             self._prefetch_tables()
 
@@ -52,10 +60,7 @@ class TableIndex:
         # A dump in an object store: every table and the string table in one batch of
         # ranged reads, rather than a request per table as the reader walks them.
         s = self.sections
-        tables = t.of_types(self.survey.kinds, t.LAYOUTS) & self.survey.usable
-        members = np.flatnonzero(tables)
-        sizes = self.survey.rows[members] * s.entsize[members].astype(np.int64)
-        ranges = list(zip(s.offset[members].tolist(), sizes.tolist(), strict=True))
+        ranges = self.survey.table_ranges()
         if s.strtab is not None:
             ranges.append((int(s.offset[s.strtab]), s.available(s.strtab)))
         self.file.ensure_ranges(ranges)
@@ -64,26 +69,23 @@ class TableIndex:
         """Drop cached rows (they are copies, so the map can close)."""
         self._rows_cache.clear()
 
-    def of_type(self, section_type: int) -> np.ndarray[Any, Any]:
+    def of_type(self, section_type: int) -> HeaderColumn:
         """Indices of every usable section of `section_type`, in file order."""
-        members = self.survey.members(section_type)
-        usable: np.ndarray[Any, Any] = members[self.survey.usable[members]]
-        return usable
+        return self.survey.usable_of(section_type)
 
-    def attached(self, section_type: int) -> np.ndarray[Any, Any]:
+    def attached(self, section_type: int) -> HeaderColumn:
         """`of_type`, less the root-level images (sections that hang from no row)."""
-        members = self.of_type(section_type)
-        attached: np.ndarray[Any, Any] = members[~self.survey.is_root_image[members]]
-        return attached
+        return self.survey.attached_of(section_type)
 
-    def rows(self, section: int, section_type: int) -> np.ndarray[Any, Any]:
+    def rows(self, section: int, section_type: int) -> list[Row]:
         """The usable rows of a table section, with only the fields its stride holds."""
         cached = self._rows_cache.get(section)
         if cached is not None:
             return cached
         layout = t.LAYOUTS[section_type]
-        dtype = layout.dtype(int(self.sections.entsize[section]))
-        rows = self.sections.records(section, dtype, int(self.survey.rows[section]))
+        form = layout.row_format(int(self.sections.entsize[section]))
+        records = self.sections.records(section, form.record, int(self.survey.rows[section]))
+        rows = [dict(zip(form.names, values, strict=True)) for values in records]
         if len(self._rows_cache) > _ROWS_CACHE_LIMIT:
             self._rows_cache.clear()
         self._rows_cache[section] = rows
@@ -111,90 +113,70 @@ class TableIndex:
 
     def children(self, parent: RowRef, child_type: int) -> list[int]:
         """Sections of `child_type` whose sh_link/sh_info name `parent`, in file order."""
-        index = self._children_index.get(child_type)
-        if index is None:
-            members = self.attached(child_type)
-            keys = (self.sections.link[members].astype(np.uint64) << np.uint64(32)) | (
-                self.sections.info[members].astype(np.uint64)
-            )
-            order = np.argsort(keys, kind="stable")
-            index = (keys[order], members[order])
-            self._children_index[child_type] = index
-        keys, members = index
-        key = np.uint64((parent.section << 32) | parent.row)
-        lo, hi = np.searchsorted(keys, key, "left"), np.searchsorted(keys, key, "right")
-        return [int(s) for s in members[lo:hi]]
+        return self.survey.children(parent, child_type)
 
     def only_child(self, parent: RowRef, child_type: int) -> int | None:
         """The first section of `child_type` hanging from `parent`, if any."""
         children = self.children(parent, child_type)
         return children[0] if children else None
 
-    def rows_under(self, parent: RowRef, table_type: int) -> Iterator[tuple[RowRef, Any]]:
+    def rows_under(self, parent: RowRef, table_type: int) -> Iterator[tuple[RowRef, Row]]:
         """Every row of every table of `table_type` hanging from `parent`, with its ref."""
         for section in self.children(parent, table_type):
             for row, values in enumerate(self.rows(section, table_type)):
                 yield RowRef(section, row), values
 
     def column(self, section_type: int, field: str, default: int | None = None) -> Column:
-        """One field of every row of every table of `section_type`, in one gather.
+        """One field of every row of every table of `section_type`, table by table in file
+        order.
 
-        Reading just that column over the mapped file costs one pass, not a Python object
-        per row: finding the few faulting lanes among 270,000 stays cheap. Tables whose
-        stride lacks the field are skipped, or, with a `default`, give it for every row
-        (so that columns of several fields line up row for row).
+        Tables whose stride lacks the field are skipped, or, with a `default`, give it for
+        every row (so that columns of several fields line up row for row). Over a large
+        dump this is one gather over the mapped file (`column_bulk.gather`), not a
+        Python object per row: finding the few faulting lanes among 270,000 stays cheap.
         """
-        s, spec = self.sections, t.LAYOUTS[section_type].field(field)
-        every = self.of_type(section_type)
-        tables = every[s.entsize[every] >= spec.end]
-        if default is not None and len(tables) < len(every):
-            return self._column_with_default(section_type, field, default)
-        counts = self.survey.rows[tables]
-        total = int(counts.sum())
-        owner = np.repeat(np.arange(len(tables)), counts)
-        row = np.arange(total) - np.repeat(np.cumsum(counts) - counts, counts)
-        start = s.offset[tables].astype(np.int64)[owner] + spec.offset
-        positions = start + row * s.entsize[tables].astype(np.int64)[owner]
-        if self.file.sparse:
-            sizes = counts * s.entsize[tables].astype(np.int64)
-            self.file.ensure_ranges(zip(s.offset[tables].tolist(), sizes.tolist(), strict=True))
-        width = spec.end - spec.offset
-        if total and not (positions % width).any():
-            # Every value aligned (as a driver writes them): one gather of whole words.
-            words = np.frombuffer(self.file.map, "<u" + str(width), self.file.size // width)
-            values = words[positions // width]
-            del words  # release the export so the map can close
-            return Column(tables[owner], row, values)
-        raw = np.frombuffer(self.file.map, np.uint8)
-        gathered = raw[positions[:, None] + np.arange(width)] if total else np.zeros((0, width))
-        del raw
-        values = np.ascontiguousarray(gathered, dtype=np.uint8).view("<u" + str(width)).ravel()
-        return Column(tables[owner], row, values)
+        if self.sections.bulk:
+            from postmortem.coredump.column_bulk import gather
 
-    def _column_with_default(self, section_type: int, field: str, default: int) -> Column:
-        every = self.of_type(section_type)
-        counts = self.survey.rows[every]
-        sections = np.repeat(every, counts)
-        rows = np.arange(int(counts.sum())) - np.repeat(np.cumsum(counts) - counts, counts)
-        found = self.column(section_type, field)
-        width = t.LAYOUTS[section_type].field(field)
-        values = np.full(len(sections), default, dtype="<u" + str(width.end - width.offset))
-        # Both lists run table by table in file order: the found rows are a subsequence.
-        keys = (sections.astype(np.uint64) << np.uint64(32)) | rows.astype(np.uint64)
-        found_keys = (found.section.astype(np.uint64) << np.uint64(32)) | found.row.astype(
-            np.uint64
-        )
-        values[np.searchsorted(keys, found_keys)] = found.values
+            return Column(
+                *gather(self.file, self.sections, self.survey, section_type, field, default)
+            )
+        spec = t.LAYOUTS[section_type].field(field)
+        sections: list[int] = []
+        rows: list[int] = []
+        values: list[int] = []
+        for table in self.of_type(section_type):
+            has = int(self.sections.entsize[table]) >= spec.end
+            if not has and default is None:
+                continue
+            for row, decoded in enumerate(self.rows(table, section_type)):
+                sections.append(table)
+                rows.append(row)
+                values.append(decoded[field] if has else default)  # type: ignore[arg-type]
         return Column(sections, rows, values)
 
     def nonzero_rows(self, section_type: int, field: str) -> list[RowRef]:
         """Rows, across every table of `section_type`, whose `field` is non-zero."""
         column = self.column(section_type, field)
-        return [
-            RowRef(int(column.section[i]), int(column.row[i]))
-            for i in np.flatnonzero(column.values)
-        ]
+        if self.sections.bulk:
+            from postmortem.coredump.column_bulk import nonzero
+
+            positions = nonzero(column.values)
+        else:
+            positions = [i for i, value in enumerate(column.values) if value]
+        return [RowRef(int(column.section[i]), int(column.row[i])) for i in positions]
+
+    def column_arrays(self, section_type: int, field: str, default: int | None = None) -> Column:
+        """`column` as numpy arrays, however the dump was read: for analyses that work on
+        columns in bulk."""
+        column = self.column(section_type, field, default)
+        if self.sections.bulk:
+            return column
+        from postmortem.coredump.column_bulk import as_arrays
+
+        spec = t.LAYOUTS[section_type].field(field)
+        return Column(*as_arrays(column.section, column.row, column.values, spec.end - spec.offset))
 
     def row_count(self, section_type: int) -> int:
         """Usable rows in all tables of `section_type` together."""
-        return int(np.sum(self.survey.rows[self.of_type(section_type)]))
+        return self.survey.row_total(section_type)

@@ -9,17 +9,16 @@ type it must name, so a corrupt or cyclic link is reported, never followed.
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Iterator
 from pathlib import Path
 from types import TracebackType
-from typing import Any
-
-import numpy as np
 
 from postmortem.coredump import tables as t
 from postmortem.coredump.elf import DumpFile, SectionTable, open_dump_file, read_identity
 from postmortem.coredump.index import TableIndex
 from postmortem.coredump.rows import (
+    Row,
     make_context,
     make_cta,
     make_device,
@@ -61,14 +60,9 @@ _MEMORY_KINDS = {
 }
 
 
-def _field(values: Any, name: str) -> int | None:
-    names = values.dtype.names
-    return int(values[name]) if names is not None and name in names else None
-
-
-def _whole(values: Any, *names: str) -> tuple[int, ...] | None:
+def _whole(row: Row, *names: str) -> tuple[int, ...] | None:
     """The fields `names` of a row, or None when the row is too short to hold them all."""
-    found = tuple(_field(values, name) for name in names)
+    found = tuple(row.get(name) for name in names)
     return None if None in found else found  # type: ignore[return-value]
 
 
@@ -187,7 +181,7 @@ class Coredump:
         """The modules loaded in a context, with their images."""
         return tuple(
             Module(
-                _field(values, "module_handle"),
+                values.get("module_handle"),
                 context.context_id,
                 context.device_index,
                 self._image(ref, t.RELF_IMG),
@@ -209,7 +203,7 @@ class Coredump:
                 if int(self.sections.type[section]) == t.ELF_IMG else None,
                 RowRef(section, 0),
             )
-            for section in sorted(int(s) for s in self.tables.survey.root_images)
+            for section in sorted(self.tables.survey.root_images)
         )  # fmt: skip
 
     def all_modules(self) -> tuple[Module, ...]:
@@ -224,20 +218,16 @@ class Coredump:
         # per row.
         index = self._image_index.get(image_type)
         if index is None:
-            members = self.tables.attached(image_type)
-            links, infos = (
-                self.sections.link[members].tolist(),
-                self.sections.info[members].tolist(),
-            )
+            link, info = self.sections.link, self.sections.info
             index = {}
-            for section, link, info in zip(members.tolist(), links, infos, strict=True):
-                index.setdefault((link, info), section)  # the first in file order
+            for section in map(int, self.tables.attached(image_type)):
+                # The first in file order.
+                index.setdefault((int(link[section]), int(info[section])), section)
             self._image_index[image_type] = index
-        section = index.get((module.section, module.row))
-        if section is None:
+        found = index.get((module.section, module.row))
+        if found is None:
             return None
-        size = int(self.tables.survey.size[section])
-        return Image(section, size, image_type == t.RELF_IMG)
+        return Image(found, int(self.tables.survey.size[found]), image_type == t.RELF_IMG)
 
     def image_bytes(self, image: Image) -> bytes:
         """The cubin bytes of a module image."""
@@ -310,7 +300,7 @@ class Coredump:
         if section is None:
             return None
         data = self.tables.data(section, _MAX_WORDS * 4)
-        return tuple(np.frombuffer(data, "<u4", len(data) // 4).tolist())
+        return struct.unpack_from(f"<{len(data) // 4}I", data)
 
     def registers(self, lane: Lane) -> tuple[int, ...] | None:
         """R0..Rn of a lane as uint32, or None when the dump holds none."""
@@ -421,7 +411,7 @@ class Coredump:
 
     def section_counts(self) -> dict[str, int]:
         """How many sections of each known type the dump holds."""
-        counts = np.bincount(self.tables.survey.kinds).tolist()
+        counts = self.tables.survey.kind_counts()
         return {
             t.SECTION_TYPE_NAMES[t.SHT_LOUSER + code]: n
             for code, n in enumerate(counts)

@@ -8,7 +8,6 @@ absent field is None, never guessed or zero-filled.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 from postmortem.model import (
     CTA,
@@ -23,14 +22,8 @@ from postmortem.model import (
     Warp,
 )
 
-Row = dict[str, int]  # a decoded row: only the fields its stride holds
-Record = Any  # a numpy record (np.void) whose dtype holds only the fields present
-
-
-def _fields(record: Record) -> Row:
-    # One dict per row, built in C, instead of a dtype lookup per field.
-    return dict(zip(record.dtype.names or (), record.item(), strict=True))
-
+Row = dict[str, int]
+"""A decoded row: only the fields its stride holds, by name."""
 
 StringLookup = Callable[[int, str], str | None]
 
@@ -57,8 +50,7 @@ def _optional_string(row: Row, name: str, lookup: StringLookup) -> str | None:
     return None if offset is None or offset == 0 else lookup(offset, name)
 
 
-def make_device(record: Record, ref: RowRef, lookup: StringLookup) -> Device:
-    row = _fields(record)
+def make_device(row: Row, ref: RowRef, lookup: StringLookup) -> Device:
     return Device(
         index=ref.row,
         dev_id=_get(row, "dev_id"),
@@ -83,8 +75,7 @@ def make_device(record: Record, ref: RowRef, lookup: StringLookup) -> Device:
     )
 
 
-def make_context(record: Record, ref: RowRef, device_index: int) -> Context:
-    row = _fields(record)
+def make_context(row: Row, ref: RowRef, device_index: int) -> Context:
     return Context(
         context_id=_get(row, "context_id"),
         shared_window_base=_get(row, "shared_window_base"),
@@ -96,8 +87,7 @@ def make_context(record: Record, ref: RowRef, device_index: int) -> Context:
     )
 
 
-def make_grid(record: Record, device_index: int, ref: RowRef) -> Grid:
-    row = _fields(record)
+def make_grid(row: Row, device_index: int, ref: RowRef) -> Grid:
     return Grid(
         grid_id=_get(row, "grid_id"),
         context_id=_get(row, "context_id"),
@@ -121,8 +111,7 @@ def make_grid(record: Record, device_index: int, ref: RowRef) -> Grid:
     )
 
 
-def make_sm(record: Record, device_index: int, ref: RowRef, lookup: StringLookup) -> SM:
-    row = _fields(record)
+def make_sm(row: Row, device_index: int, ref: RowRef, lookup: StringLookup) -> SM:
     error_pc = _get(row, "error_pc") if _get(row, "error_pc_valid") else None
     target = _dim3(row, "cluster_target") if _get(row, "cluster_target_valid") else None
     return SM(
@@ -136,8 +125,7 @@ def make_sm(record: Record, device_index: int, ref: RowRef, lookup: StringLookup
     )
 
 
-def make_cta(record: Record, sm: SM, ref: RowRef) -> CTA:
-    row = _fields(record)
+def make_cta(row: Row, sm: SM, ref: RowRef) -> CTA:
     return CTA(
         grid_id=_get(row, "grid_id"),
         block_idx=_dim3(row, "block_idx"),
@@ -149,8 +137,7 @@ def make_cta(record: Record, sm: SM, ref: RowRef) -> CTA:
     )
 
 
-def make_warp(record: Record, cta: CTA, ref: RowRef, lookup: StringLookup) -> Warp:
-    row = _fields(record)
+def make_warp(row: Row, cta: CTA, ref: RowRef, lookup: StringLookup) -> Warp:
     broken = _get(row, "is_warp_broken")
     return Warp(
         warp_id=_get(row, "warp_id"),
@@ -174,8 +161,7 @@ def make_warp(record: Record, cta: CTA, ref: RowRef, lookup: StringLookup) -> Wa
     )
 
 
-def make_lane(record: Record, warp: Warp, ref: RowRef) -> Lane:
-    row = _fields(record)
+def make_lane(row: Row, warp: Warp, ref: RowRef) -> Lane:
     rpc_lo, rpc_hi = _get(row, "rpc_lo"), _get(row, "rpc_hi")
     return Lane(
         lane=_get(row, "ln"),
@@ -197,8 +183,7 @@ def make_lane(record: Record, warp: Warp, ref: RowRef) -> Lane:
     )
 
 
-def make_metadata(record: Record, lookup: StringLookup) -> Metadata:
-    row = _fields(record)
+def make_metadata(row: Row, lookup: StringLookup) -> Metadata:
     major, minor = _get(row, "driver_version_major"), _get(row, "driver_version_minor")
     cuda_major = _get(row, "cuda_driver_version_major")
     cuda_minor = _get(row, "cuda_driver_version_minor")

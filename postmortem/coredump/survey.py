@@ -16,20 +16,24 @@ together) or set aside with a `Damage` record that says what it cost:
   register, predicate or image section is set aside.
 
 Work is bounded by the bytes the file holds, never by what its headers claim.
+
+The rules are applied by one of two surveyors that must agree section for section (a test
+runs both over every fixture dump and thousands of mutants): `SmallSurvey`, a pass of
+plain Python per section, for a header table of up to `elf.SMALL_TABLE` sections, and
+`BulkSurvey` (`survey_bulk.py`), numpy over whole columns, past it. `TableIndex` picks.
 """
 
 from __future__ import annotations
 
 import bisect
 from collections import defaultdict
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any
-
-import numpy as np
 
 from postmortem.coredump import tables as t
-from postmortem.elf import SHT_NOBITS, Sections
+from postmortem.elf import HeaderColumn, Sections
+from postmortem.model import RowRef
 
 
 class DamageKind(Enum):
@@ -80,8 +84,10 @@ _LOSS: dict[int, str] = {
     t.META_DATA: "the dump's metadata is unknown",
 }
 # Leaves whose bytes mean something up to wherever the file ends.
-_READ_TO_END = frozenset({t.GLOBAL_MEM, t.MANAGED_MEM, t.SHARED_MEM, t.LOCAL_MEM, t.PARAM_MEM})
-_IMAGES = (t.ELF_IMG, t.RELF_IMG)
+READ_TO_END = frozenset({t.GLOBAL_MEM, t.MANAGED_MEM, t.SHARED_MEM, t.LOCAL_MEM, t.PARAM_MEM})
+IMAGES = (t.ELF_IMG, t.RELF_IMG)
+# Tables and images must not share bytes (see `Survey._reject_overlaps`).
+STRUCTURAL = (*t.LAYOUTS, *IMAGES)
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,7 +120,7 @@ class Damage:
                 "device, context and handle"
             )
         loss = _LOSS.get(self.section_type, "their contents are unknown")
-        if self.kind is DamageKind.TRUNCATED and self.section_type in _READ_TO_END:
+        if self.kind is DamageKind.TRUNCATED and self.section_type in READ_TO_END:
             loss = "read up to the end of the file; the rest is unknown"
         if self.kind is DamageKind.TOO_MANY_ROWS:
             loss = "only the first rows were read"
@@ -143,56 +149,86 @@ _REASON = {
 }
 
 
+Detail = Callable[[int], str]
+
+
 class Survey:
-    """Per section: may it be used, how many rows or bytes of it; and the damage found."""
+    """Per section: may it be used, how many rows or bytes of it; and the damage found.
+
+    The per-section columns are indexed by section number; they are lists or numpy arrays,
+    as the section header columns are (`Sections.bulk`). The queries below answer in
+    plain values either way.
+    """
+
+    usable: HeaderColumn
+    """True for every section the reader may use."""
+    rows: HeaderColumn
+    """Rows of each usable table the reader decodes (0 for other sections)."""
+    size: HeaderColumn
+    """Bytes of each usable section the reader may read."""
+    is_root_image: HeaderColumn
+    """True for each image section with no usable module row (a module of unknown context)."""
+    kinds: HeaderColumn
+    """Each section's type as a small code (`tables.kind_code`)."""
 
     def __init__(self, sections: Sections) -> None:
         self._s = sections
-        count = sections.count
-        self.usable = np.zeros(count, dtype=bool)
-        """True for every section the reader may use."""
-        self.rows = np.zeros(count, dtype=np.int64)
-        """Rows of each usable table the reader decodes (0 for other sections)."""
-        self.size = np.zeros(count, dtype=np.int64)
-        """Bytes of each usable section the reader may read."""
-        self.root_images = np.zeros(0, dtype=np.int64)
-        """Image sections with no usable module row: modules of unknown context."""
-        self.is_root_image = np.zeros(count, dtype=bool)
-        """True for each of `root_images`."""
-        self.kinds = t.kind_codes(sections.type)
-        """Each section's type as a small code (see `tables.of_types`)."""
-        # The sections grouped by type (a stable sort keeps file order within a type): each
-        # pass over one type is a slice, not a comparison of every section header.
-        self._by_kind = np.argsort(self.kinds, kind="stable")
-        self._kind_starts = np.concatenate(
-            [[0], np.cumsum(np.bincount(self.kinds, minlength=t.KIND_COUNT))]
-        ).tolist()
         self._found: dict[tuple[DamageKind, int], list[tuple[int, str]]] = defaultdict(list)
-        self._survey_tables()
-        self._survey_leaves()
-        self._reject_overlaps()
-        self._follow_links()
+        self._survey()
         self.damage: tuple[Damage, ...] = self._damage()
 
-    def members(self, section_type: int) -> np.ndarray[Any, Any]:
+    def _survey(self) -> None:
+        raise NotImplementedError
+
+    # -- queries (each surveyor answers them over its own columns) ------------------------
+
+    def members(self, section_type: int) -> HeaderColumn:
         """Every section of `section_type`, usable or not, in file order."""
-        code = section_type - t.SHT_LOUSER
-        if not 0 < code < t.KIND_COUNT:  # not one of ours: compare every header
-            found: np.ndarray[Any, Any] = np.flatnonzero(self._s.type == section_type)
-            return found
-        start, end = self._kind_starts[code], self._kind_starts[code + 1]
-        grouped: np.ndarray[Any, Any] = self._by_kind[start:end]
-        return grouped
+        raise NotImplementedError
+
+    def usable_of(self, section_type: int) -> HeaderColumn:
+        """Every usable section of `section_type`, in file order."""
+        raise NotImplementedError
+
+    def attached_of(self, section_type: int) -> HeaderColumn:
+        """`usable_of`, less the root-level images (sections that hang from no row)."""
+        raise NotImplementedError
+
+    def row_total(self, section_type: int) -> int:
+        """Usable rows in all tables of `section_type` together."""
+        raise NotImplementedError
+
+    def kind_counts(self) -> list[int]:
+        """How many sections there are of each kind code (`tables.kind_code`)."""
+        raise NotImplementedError
+
+    def children(self, parent: RowRef, child_type: int) -> list[int]:
+        """Usable sections of `child_type` whose sh_link/sh_info name `parent`, in file
+        order (root-level images excepted)."""
+        raise NotImplementedError
+
+    @property
+    def root_images(self) -> list[int]:
+        """The image sections with no usable module row, in file order."""
+        raise NotImplementedError
+
+    def table_ranges(self) -> list[tuple[int, int]]:
+        """(offset, size) of the rows read from every usable table."""
+        s = self._s
+        return [
+            (int(s.offset[section]), int(self.rows[section]) * int(s.entsize[section]))
+            for section_type in t.LAYOUTS
+            for section in self.usable_of(section_type)
+        ]
 
     # -- recording ----------------------------------------------------------------------
 
-    def _note(self, kind: DamageKind, members: np.ndarray[Any, Any], detail: Any) -> None:
+    def _note(self, kind: DamageKind, members: Iterable[int], detail: Detail) -> None:
         """Record damage for `members`; `detail(index)` words the problem of one of them."""
-        members = np.asarray(members, dtype=np.int64)
-        for index in members.tolist():
+        for index in members:
             found = self._found[(kind, int(self._s.type[index]))]
             # Only the first section's words are shown; the rest are counted.
-            found.append((index, detail(index) if not found else ""))
+            found.append((int(index), detail(int(index)) if not found else ""))
 
     def _damage(self) -> tuple[Damage, ...]:
         order = {kind: rank for rank, kind in enumerate(DamageKind)}
@@ -201,116 +237,6 @@ class Survey:
             Damage(kind, section_type, len(members), self._s.label(members[0][0]), members[0][1])
             for (kind, section_type), members in found
         )
-
-    # -- passes --------------------------------------------------------------------------
-
-    def _survey_tables(self) -> None:
-        s = self._s
-        for section_type, layout in t.LAYOUTS.items():
-            tables = self.members(section_type)
-            if not len(tables):
-                continue
-            stride = s.entsize[tables].astype(np.int64)
-            size, present = s.size[tables], s.in_file[tables]
-            strides = np.maximum(stride, 1).astype(np.uint64)
-            bad = (stride <= 0) | (size % strides != 0)
-            self._note(DamageKind.BAD_STRIDE, tables[bad], self._stride_words)
-            outside = ~bad & (s.offset[tables] >= np.uint64(s.buffer_size)) & (size > 0)
-            self._note(DamageKind.OUTSIDE_FILE, tables[outside], self._outside_words)
-            ok = ~bad & ~outside
-            whole = (present // strides).astype(np.int64)
-            claimed = (size // strides).astype(np.int64)
-            cut = ok & (whole < claimed)
-            self._note(DamageKind.TRUNCATED, tables[cut], self._cut_words)
-            many = ok & (whole > layout.max_rows)
-            self._note(DamageKind.TOO_MANY_ROWS, tables[many], self._rows_words)
-            rows = np.minimum(whole, layout.max_rows)
-            self.usable[tables[ok]] = True
-            self.rows[tables[ok]] = rows[ok]
-            self.size[tables[ok]] = rows[ok] * stride[ok]
-
-    def _survey_leaves(self) -> None:
-        # Over every header at once, masked: the leaves are nearly all of a full dump's
-        # sections (registers and predicates per lane), so gathering them first costs more.
-        s = self._s
-        leaf = (self.kinds != 0) & ~t.of_types(self.kinds, t.LAYOUTS)
-        nobits = s.type == SHT_NOBITS
-        size, present = s.size.astype(np.int64), s.in_file.astype(np.int64)
-        outside = leaf & ~nobits & (size > 0) & (s.offset >= np.uint64(s.buffer_size))
-        self._note(DamageKind.OUTSIDE_FILE, np.flatnonzero(outside), self._outside_words)
-        cut = leaf & ~nobits & ~outside & (present < size)
-        to_end = cut & t.of_types(self.kinds, _READ_TO_END)
-        self._note(DamageKind.TRUNCATED, np.flatnonzero(cut), self._cut_words)
-        ok = leaf & ~outside & (~cut | to_end)
-        self.usable |= ok
-        self.size = np.where(ok, np.where(nobits, 0, present), self.size)
-
-    def _reject_overlaps(self) -> None:
-        """Tables and images must not share bytes: a header table that points hundreds of
-        tables at the same megabytes would multiply the reader's work.
-
-        Where sections overlap, the smallest are kept first and any that would overlap a
-        kept one are set aside, so one huge hostile table cannot push out the real ones
-        it covers. A dump with no overlap (every real one) costs one sort.
-        """
-        s = self._s
-        structural = t.of_types(self.kinds, [*t.LAYOUTS, *_IMAGES])
-        members = np.flatnonzero(structural & self.usable & (self.size > 0))
-        if len(members) < 2:
-            return
-        start = s.offset[members].astype(np.int64)
-        order = np.argsort(start, kind="stable")
-        members, start = members[order], start[order]
-        end = start + self.size[members]
-        reach = np.maximum.accumulate(end)
-        clash = np.zeros(len(members), dtype=bool)
-        clash[1:] = start[1:] < reach[:-1]
-        if not clash.any():
-            return
-        # Runs of mutually reachable sections; only those are sorted out one by one.
-        involved = clash.copy()
-        involved[:-1] |= clash[1:]
-        lost = _keep_disjoint(members[involved], start[involved], end[involved])
-        self._note(DamageKind.OVERLAP, lost, self._overlap_words)
-        self.usable[lost] = False
-        self.rows[lost] = 0
-
-    def _follow_links(self) -> None:
-        """Parents before children: a section is usable only if its row is."""
-        s = self._s
-        for child_type in sorted(t.PARENT_TYPE, key=_depth):
-            parent_type = t.PARENT_TYPE[child_type]
-            members = self.members(child_type)
-            members = members[self.usable[members]]
-            if not len(members):
-                continue
-            link = s.link[members].astype(np.int64)
-            in_range = link < s.count
-            safe = np.where(in_range, link, 0)
-            right_type = in_range & (s.type[safe] == parent_type)
-            parent_ok = right_type & self.usable[safe]
-            row = s.info[members].astype(np.int64)
-            row_ok = parent_ok & (row < self.rows[safe])
-            # A row past those read, but inside what the table claims, was lost with the
-            # table's cut end (or its excess rows): an orphan, not a bad link.
-            claimed = s.size[safe] // np.maximum(s.entsize[safe], 1)
-            lost_row = parent_ok & ~row_ok & (row < claimed.astype(np.int64))
-            broken = members[~right_type | (parent_ok & ~row_ok & ~lost_row)]
-            orphans = members[(right_type & ~parent_ok) | lost_row]
-            if child_type in _IMAGES:
-                self._keep_as_root(members[~row_ok])
-                continue
-            self._note(DamageKind.BAD_LINK, broken, self._link_words)
-            self._note(DamageKind.ORPHANED, orphans, self._orphan_words)
-            self.usable[members[~row_ok]] = False
-            self.rows[members[~row_ok]] = 0
-
-    def _keep_as_root(self, images: np.ndarray[Any, Any]) -> None:
-        if not len(images):
-            return
-        self.root_images = np.concatenate([self.root_images, images]).astype(np.int64)
-        self.is_root_image[images] = True
-        self._note(DamageKind.ROOT_IMAGE, images, self._link_words)
 
     # -- words ---------------------------------------------------------------------------
 
@@ -349,26 +275,191 @@ class Survey:
         return f"its parent {s.label(parent)} was set aside"
 
 
-def _keep_disjoint(
-    members: np.ndarray[Any, Any], start: np.ndarray[Any, Any], end: np.ndarray[Any, Any]
-) -> np.ndarray[Any, Any]:
-    """The members to set aside so that the rest are disjoint, keeping the smallest first."""
+class SmallSurvey(Survey):
+    """The survey as a pass of plain Python per section: for a header table small enough
+    that numpy's import would cost more than the whole survey."""
+
+    def _survey(self) -> None:
+        s = self._s
+        count = s.count
+        self.usable = [False] * count
+        self.rows = [0] * count
+        self.size = [0] * count
+        self.is_root_image = [False] * count
+        self._root_images: list[int] = []
+        self.kinds = [t.kind_code(section_type) for section_type in s.type]
+        self._by_kind: dict[int, list[int]] = defaultdict(list)
+        for index, code in enumerate(self.kinds):
+            if code:
+                self._by_kind[code].append(index)
+        self._children: dict[int, dict[tuple[int, int], list[int]]] = {}
+        self._survey_tables()
+        self._survey_leaves()
+        self._reject_overlaps()
+        self._follow_links()
+
+    # -- queries ------------------------------------------------------------------------
+
+    def members(self, section_type: int) -> list[int]:
+        code = t.kind_code(section_type)
+        if not code:  # not one of ours: compare every header
+            return [i for i, kind in enumerate(self._s.type) if kind == section_type]
+        return self._by_kind.get(code, [])
+
+    def usable_of(self, section_type: int) -> list[int]:
+        return [i for i in self.members(section_type) if self.usable[i]]
+
+    def attached_of(self, section_type: int) -> list[int]:
+        return [i for i in self.usable_of(section_type) if not self.is_root_image[i]]
+
+    def row_total(self, section_type: int) -> int:
+        return sum(self.rows[i] for i in self.usable_of(section_type))
+
+    def kind_counts(self) -> list[int]:
+        counts = [0] * t.KIND_COUNT
+        for code in self.kinds:
+            counts[code] += 1
+        return counts
+
+    def children(self, parent: RowRef, child_type: int) -> list[int]:
+        index = self._children.get(child_type)
+        if index is None:
+            index = defaultdict(list)
+            s = self._s
+            for section in self.attached_of(child_type):
+                index[(s.link[section], s.info[section])].append(section)
+            self._children[child_type] = index
+        return list(index.get((parent.section, parent.row), ()))
+
+    @property
+    def root_images(self) -> list[int]:
+        return self._root_images
+
+    # -- passes (the rules, one section at a time) ----------------------------------------
+
+    def _survey_tables(self) -> None:
+        s = self._s
+        for section_type, layout in t.LAYOUTS.items():
+            for i in self.members(section_type):
+                stride, size = s.entsize[i], s.size[i]
+                if stride == 0 or size % stride:
+                    self._note(DamageKind.BAD_STRIDE, [i], self._stride_words)
+                    continue
+                if size > 0 and s.offset[i] >= s.buffer_size:
+                    self._note(DamageKind.OUTSIDE_FILE, [i], self._outside_words)
+                    continue
+                whole = s.in_file[i] // stride
+                if whole < size // stride:
+                    self._note(DamageKind.TRUNCATED, [i], self._cut_words)
+                if whole > layout.max_rows:
+                    self._note(DamageKind.TOO_MANY_ROWS, [i], self._rows_words)
+                rows = min(whole, layout.max_rows)
+                self.usable[i], self.rows[i], self.size[i] = True, rows, rows * stride
+
+    def _survey_leaves(self) -> None:
+        s = self._s
+        tables = {t.kind_code(section_type) for section_type in t.LAYOUTS}
+        to_end = {t.kind_code(section_type) for section_type in READ_TO_END}
+        for code, members in sorted(self._by_kind.items()):
+            if code in tables:
+                continue
+            for i in members:
+                size, present = s.size[i], s.in_file[i]
+                if size > 0 and s.offset[i] >= s.buffer_size:
+                    self._note(DamageKind.OUTSIDE_FILE, [i], self._outside_words)
+                    continue
+                if present < size:
+                    self._note(DamageKind.TRUNCATED, [i], self._cut_words)
+                    if code not in to_end:
+                        continue
+                self.usable[i], self.size[i] = True, present
+
+    def _reject_overlaps(self) -> None:
+        s = self._s
+        structural = {t.kind_code(section_type) for section_type in STRUCTURAL}
+        members = [
+            i
+            for code in sorted(structural)
+            for i in self._by_kind.get(code, ())
+            if self.usable[i] and self.size[i] > 0
+        ]
+        # By start; equal starts in file order (as a stable sort of file order leaves them).
+        members.sort(key=lambda i: (s.offset[i], i))
+        starts = [s.offset[i] for i in members]
+        ends = [start + self.size[i] for start, i in zip(starts, members, strict=True)]
+        clash = [False] * len(members)
+        reach = ends[0] if ends else 0
+        for k in range(1, len(members)):
+            clash[k] = starts[k] < reach
+            reach = max(reach, ends[k])
+        if not any(clash):
+            return
+        involved = [
+            k for k in range(len(members)) if clash[k] or (k + 1 < len(clash) and clash[k + 1])
+        ]
+        lost = keep_disjoint(
+            [members[k] for k in involved],
+            [starts[k] for k in involved],
+            [ends[k] for k in involved],
+        )
+        self._note(DamageKind.OVERLAP, lost, self._overlap_words)
+        for i in lost:
+            self.usable[i], self.rows[i] = False, 0
+
+    def _follow_links(self) -> None:
+        s = self._s
+        for child_type in sorted(t.PARENT_TYPE, key=depth):
+            parent_type = t.PARENT_TYPE[child_type]
+            broken, orphans, cut_off = [], [], []
+            for i in self.usable_of(child_type):
+                link, row = s.link[i], s.info[i]
+                right_type = link < s.count and s.type[link] == parent_type
+                parent_ok = right_type and self.usable[link]
+                if parent_ok and row < self.rows[link]:
+                    continue
+                cut_off.append(i)
+                # A row past those read, but inside what the table claims, was lost with
+                # the table's cut end (or its excess rows): an orphan, not a bad link.
+                lost_row = parent_ok and row < s.size[link] // max(s.entsize[link], 1)
+                if not right_type or (parent_ok and not lost_row):
+                    broken.append(i)
+                else:
+                    orphans.append(i)
+            if child_type in IMAGES:
+                self._keep_as_root(cut_off)
+                continue
+            self._note(DamageKind.BAD_LINK, broken, self._link_words)
+            self._note(DamageKind.ORPHANED, orphans, self._orphan_words)
+            for i in cut_off:
+                self.usable[i], self.rows[i] = False, 0
+
+    def _keep_as_root(self, images: list[int]) -> None:
+        self._root_images.extend(images)
+        for i in images:
+            self.is_root_image[i] = True
+        self._note(DamageKind.ROOT_IMAGE, images, self._link_words)
+
+
+def keep_disjoint(members: list[int], start: list[int], end: list[int]) -> list[int]:
+    """The members to set aside so that the rest are disjoint, keeping the smallest first
+    (equal sizes: the earlier start, then the earlier in the list)."""
     kept_starts: list[int] = []
     kept_ends: list[int] = []
     lost = []
-    for i in np.lexsort((start, end - start)).tolist():
-        a, b = int(start[i]), int(end[i])
+    for i in sorted(range(len(members)), key=lambda i: (end[i] - start[i], start[i])):
+        a, b = start[i], end[i]
         at = bisect.bisect_right(kept_starts, a)
         if (at and kept_ends[at - 1] > a) or (at < len(kept_starts) and kept_starts[at] < b):
-            lost.append(int(members[i]))
+            lost.append(members[i])
             continue
         kept_starts.insert(at, a)
         kept_ends.insert(at, b)
-    return np.array(sorted(lost), dtype=np.int64)
+    return sorted(lost)
 
 
-def _depth(section_type: int) -> int:
-    depth = 0
+def depth(section_type: int) -> int:
+    """How far below the device table a section type hangs."""
+    level = 0
     while section_type in t.PARENT_TYPE:
-        section_type, depth = t.PARENT_TYPE[section_type], depth + 1
-    return depth
+        section_type, level = t.PARENT_TYPE[section_type], level + 1
+    return level

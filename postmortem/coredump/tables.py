@@ -17,12 +17,9 @@ keep a table that claims gigabytes of a sparse hole from costing more than that.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+import struct
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any
-
-import numpy as np
 
 # Section types (sh_type), SHT_LOUSER + n.
 SHT_LOUSER = 0x80000000
@@ -51,25 +48,13 @@ META_DATA = SHT_LOUSER + 22
 CBU_BAR = SHT_LOUSER + 23
 
 KIND_COUNT = CBU_BAR - SHT_LOUSER + 1
-"""How many `kind_codes` there are (0 for a type not ours, then one per section type)."""
+"""How many kind codes there are: 0 for a type not ours, then `sh_type - SHT_LOUSER`."""
 
 
-def kind_codes(section_types: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
-    """Each section's type as a small code (`sh_type - SHT_LOUSER` for ours, 0 for any
-    other), so that "is it one of these types" is one table lookup per section."""
-    codes = section_types.astype(np.uint32) - np.uint32(SHT_LOUSER)  # wraps for the others
-    codes[codes >= KIND_COUNT] = 0
-    small: np.ndarray[Any, Any] = codes.astype(np.uint8)
-    return small
-
-
-def of_types(codes: np.ndarray[Any, Any], section_types: Iterable[int]) -> np.ndarray[Any, Any]:
-    """Per section (given its `kind_codes`): is its type one of `section_types`?"""
-    wanted = np.zeros(KIND_COUNT, dtype=bool)
-    for section_type in section_types:
-        wanted[section_type - SHT_LOUSER] = True
-    selected: np.ndarray[Any, Any] = wanted[codes]
-    return selected
+def kind_code(section_type: int) -> int:
+    """A section type as a small code (`sh_type - SHT_LOUSER` for ours, 0 for any other)."""
+    code = section_type - SHT_LOUSER
+    return code if 0 < code < KIND_COUNT else 0
 
 
 SECTION_TYPE_NAMES: dict[int, str] = {
@@ -131,7 +116,7 @@ class Field:
     offset: int
     """Byte offset inside the row."""
     fmt: str
-    """numpy type code: 'u8' (uint64), 'u4' (uint32)."""
+    """Its width: 'u8' (uint64), 'u4' (uint32), little-endian."""
     since: str
     """Driver generation that introduced it (e.g. "r346")."""
 
@@ -175,26 +160,34 @@ class Layout:
         """The fields that fit inside a row of `entsize` bytes."""
         return tuple(f for f in self.fields if f.end <= entsize)
 
-    def dtype(self, entsize: int) -> np.dtype[Any]:
-        """A numpy record type over rows of `entsize` bytes, with only the fields present."""
-        return _dtype(self, entsize)
+    def row_format(self, entsize: int) -> RowFormat:
+        """How rows of `entsize` bytes decode: the fields present, by name."""
+        return _row_format(self, entsize)
 
     def field(self, name: str) -> Field:
         """The field called `name`."""
         return next(f for f in self.fields if f.name == name)
 
 
+@dataclass(frozen=True, slots=True)
+class RowFormat:
+    """The fields a row of one stride holds, and the struct that unpacks them."""
+
+    names: tuple[str, ...]
+    """The fields present, in offset order."""
+    record: struct.Struct
+    """Unpacks one row (its size is the stride) into the values of `names`."""
+
+
 @lru_cache(maxsize=256)
-def _dtype(layout: Layout, entsize: int) -> np.dtype[Any]:
+def _row_format(layout: Layout, entsize: int) -> RowFormat:
     fields = layout.present(entsize)
-    return np.dtype(
-        {
-            "names": [f.name for f in fields],
-            "formats": ["<" + f.fmt for f in fields],
-            "offsets": [f.offset for f in fields],
-            "itemsize": entsize,
-        }
-    )
+    codes, at = ["<"], 0
+    for field in fields:  # in offset order, never overlapping: pad bytes between them
+        codes.append(f"{field.offset - at}x{'Q' if field.fmt == 'u8' else 'I'}")
+        at = field.end
+    codes.append(f"{entsize - at}x")
+    return RowFormat(tuple(f.name for f in fields), struct.Struct("".join(codes)))
 
 
 def generation_rank(generation: str) -> float:

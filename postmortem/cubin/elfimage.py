@@ -108,15 +108,13 @@ class ElfImage:
         table = self.find_section(".symtab")
         if table is None or table.type != SHT_SYMTAB:
             return ()
-        rows = self._table.symbols(table.index)
-        step = rows.dtype.itemsize
+        step = self._table.symbol_stride(table.index)
         return tuple(
             ElfSymbol(
-                index, self._table.string_at(table.link, int(row["name"])), int(row["info"]),
-                int(row["other"]), int(row["shndx"]), int(row["value"]), int(row["size"]),
-                table.offset + index * step,
+                index, self._table.string_at(table.link, row.name), row.info, row.other,
+                row.shndx, row.value, row.size, table.offset + index * step,
             )
-            for index, row in enumerate(rows)
+            for index, row in enumerate(self._table.symbols(table.index))
         )  # fmt: skip
 
     def notes(self, name: str) -> Iterator[Note]:

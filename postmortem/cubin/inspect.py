@@ -9,8 +9,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
-
 from postmortem.demangle import demangle
 from postmortem.elf import (
     SHF_EXECINSTR,
@@ -129,7 +127,8 @@ def _summarize(view: memoryview, fetch: Fetch | None) -> CubinSummary:
     functions = _functions(sections, names)
     by_section = {f.section_index: f for f in functions}
     code = []
-    for index in np.flatnonzero(sections.flags & SHF_EXECINSTR).tolist():
+    flags = sections.flags
+    for index in (i for i in range(sections.count) if int(flags[i]) & SHF_EXECINSTR):
         owner = by_section.get(index)
         code.append(
             CodeSection(
@@ -149,16 +148,12 @@ def _functions(sections: Sections, names: list[str]) -> tuple[Function, ...]:
     if symtab is None:
         return ()
     strings = int(sections.link[symtab])
-    symbols = sections.symbols(symtab)
-    kinds = symbols["info"] & 0xF
-    shndx = symbols["shndx"].astype(np.int64)
-    # Undefined functions (e.g. __assertfail, resolved by the driver) have no code here.
-    wanted = np.flatnonzero((kinds == STT_FUNC) & (shndx > 0) & (shndx < len(names)))
     return tuple(
         Function(
-            sections.string_at(strings, int(symbols["name"][n])), n, names[int(shndx[n])],
-            int(shndx[n]), int(symbols["value"][n]), int(symbols["size"][n]),
-            bool(int(symbols["other"][n]) & STO_CUDA_ENTRY),
+            sections.string_at(strings, symbol.name), n, names[symbol.shndx], symbol.shndx,
+            symbol.value, symbol.size, bool(symbol.other & STO_CUDA_ENTRY),
         )
-        for n in wanted.tolist()
+        for n, symbol in enumerate(sections.symbols(symtab))
+        # Undefined functions (e.g. __assertfail, resolved by the driver) have no code here.
+        if symbol.info & 0xF == STT_FUNC and 0 < symbol.shndx < len(names)
     )  # fmt: skip

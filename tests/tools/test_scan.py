@@ -20,7 +20,7 @@ import pytest
 from postmortem.analysis.analyze import AnalyzeOptions
 from postmortem.analysis.signature import load_rules
 from postmortem.coredump.tables import DEV_TABLE
-from postmortem.elf import SECTION_DTYPE
+from postmortem.elfcolumns import SECTION_DTYPE
 from postmortem.report.render import render
 from postmortem.scan.index import build_index
 from postmortem.scan.run import ScanOptions, run_scan

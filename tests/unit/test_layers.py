@@ -50,6 +50,7 @@ LAYER_OF: dict[str, str] = {
     "postmortem.findings": "base",
     "postmortem.demangle": "base",
     "postmortem.elf": "base",
+    "postmortem.elfcolumns": "base",
     "postmortem.toolrun": "base",
     "postmortem.tools": "base",
     "postmortem.config": "base",

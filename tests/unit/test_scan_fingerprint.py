@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from postmortem.coredump import tables as t
-from postmortem.elf import SECTION_DTYPE
+from postmortem.elfcolumns import SECTION_DTYPE
 from postmortem.scan.fingerprint import fingerprint
 from tests.conftest import DUMPS
 

@@ -1,6 +1,7 @@
 """A column gathered across every table of a kind (`TableIndex.column`) holds the same
 values as the tables' rows decoded one by one, whether the rows lie aligned in the file (one
-gather of whole words) or at odd offsets (a gather of bytes)."""
+gather of whole words) or at odd offsets (a gather of bytes), read as a small dump (rows
+one by one) or in bulk (a gather over the file)."""
 
 from __future__ import annotations
 
@@ -42,7 +43,7 @@ def _columns_match_rows(path):
                     int(index.rows(int(s), section_type)[int(r)][field.name])
                     for s, r in zip(column.section, column.row, strict=True)
                 ]
-                assert column.values.tolist() == expected, (layout.table, field.name)
+                assert [int(v) for v in column.values] == expected, (layout.table, field.name)
                 assert len(column.values) == sum(
                     int(index.survey.rows[s])
                     for s in index.of_type(section_type)
@@ -50,12 +51,12 @@ def _columns_match_rows(path):
                 )
 
 
-def test_aligned_tables_give_their_rows_values():
+def test_aligned_tables_give_their_rows_values(reading):
     _columns_match_rows(DUMP)
 
 
 @pytest.mark.parametrize("name", [".cudbg.lntbl.dev0.sm3.cta1.wp2", ".cudbg.wptbl.dev0.sm3.cta1"])
-def test_a_table_at_an_odd_offset_gives_the_same_values(tmp_path, name):
+def test_a_table_at_an_odd_offset_gives_the_same_values(tmp_path, name, reading):
     # GIVEN a dump with one table moved to an unaligned offset
     path = _moved_to_an_odd_offset(tmp_path, name)
     with open_coredump(path) as core:

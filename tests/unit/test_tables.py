@@ -1,6 +1,5 @@
 """Row layouts: every generation's row size, and decoding only what the stride holds."""
 
-import numpy as np
 import pytest
 
 from postmortem.coredump import tables as t
@@ -40,18 +39,31 @@ def test_longer_rows_than_known_are_labelled_newer():
 
 def test_fields_past_the_stride_are_absent():
     # GIVEN an r525 warp row (40 bytes): numRegs present, sharedMemSize (r570) absent
-    names = t.WARP.dtype(40).names
+    names = t.WARP.row_format(40).names
     assert "num_regs" in names
     assert "shared_mem_size" not in names
 
 
-def test_dtype_decodes_fields_at_their_offsets():
+def test_row_format_decodes_fields_at_their_offsets():
     row = bytearray(64)
     row[8:12] = (7).to_bytes(4, "little")  # warpId
     row[40:44] = (39184).to_bytes(4, "little")  # sharedMemSize
-    decoded = np.frombuffer(bytes(row), t.WARP.dtype(64), 1)[0]
-    assert int(decoded["warp_id"]) == 7
-    assert int(decoded["shared_mem_size"]) == 39184
+    row[56:60] = (0xFFFFFFFF).to_bytes(4, "little")  # cbuExitedLanesMask
+    form = t.WARP.row_format(64)
+    decoded = dict(zip(form.names, form.record.unpack(bytes(row)), strict=True))
+    assert decoded["warp_id"] == 7
+    assert decoded["shared_mem_size"] == 39184
+    assert decoded["cbu_exited_lanes_mask"] == 0xFFFFFFFF
+    assert decoded["error_pc"] == 0
+
+
+@pytest.mark.parametrize("layout", t.LAYOUTS.values(), ids=lambda layout: layout.table)
+def test_every_stride_unpacks_one_row_with_the_fields_it_holds(layout):
+    # Rows of every stride from 8 bytes to past the newest: the struct spans the stride.
+    for entsize in range(8, max(DOCUMENTED_SIZES[layout.table]) + 24, 4):
+        form = layout.row_format(entsize)
+        assert form.record.size == entsize
+        assert form.names == tuple(f.name for f in layout.present(entsize))
 
 
 def test_every_child_type_names_a_table_parent():
