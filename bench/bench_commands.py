@@ -66,7 +66,11 @@ def cuda_gdb(dump: Path) -> list[str] | None:
 
 
 def table(title: str, dump: Path, repeat: int) -> None:
-    print(f"\n{title}: {dump} ({dump.stat().st_size / 2**20:.1f} MiB on disk)")
+    info = dump.stat()  # the large dumps are sparse: their size, and the disk they take
+    print(
+        f"\n{title}: {dump} ({info.st_size / 2**20:.1f} MiB, "
+        f"{info.st_blocks * 512 / 2**20:.1f} MiB on disk)"
+    )
     reference = cuda_gdb(dump)
     gdb = measure(reference, repeat) if reference else None
     rows = [
