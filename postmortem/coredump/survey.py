@@ -26,6 +26,7 @@ plain Python per section, for a header table of up to `elf.SMALL_TABLE` sections
 from __future__ import annotations
 
 import bisect
+from abc import ABC, abstractmethod
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -152,7 +153,7 @@ _REASON = {
 Detail = Callable[[int], str]
 
 
-class Survey:
+class Survey(ABC):
     """Per section: may it be used, how many rows or bytes of it; and the damage found.
 
     The per-section columns are indexed by section number; they are lists or numpy arrays,
@@ -177,40 +178,40 @@ class Survey:
         self._survey()
         self.damage: tuple[Damage, ...] = self._damage()
 
-    def _survey(self) -> None:
-        raise NotImplementedError
+    @abstractmethod
+    def _survey(self) -> None: ...
 
     # -- queries (each surveyor answers them over its own columns) ------------------------
 
+    @abstractmethod
     def members(self, section_type: int) -> HeaderColumn:
         """Every section of `section_type`, usable or not, in file order."""
-        raise NotImplementedError
 
+    @abstractmethod
     def usable_of(self, section_type: int) -> HeaderColumn:
         """Every usable section of `section_type`, in file order."""
-        raise NotImplementedError
 
+    @abstractmethod
     def attached_of(self, section_type: int) -> HeaderColumn:
         """`usable_of`, less the root-level images (sections that hang from no row)."""
-        raise NotImplementedError
 
+    @abstractmethod
     def row_total(self, section_type: int) -> int:
         """Usable rows in all tables of `section_type` together."""
-        raise NotImplementedError
 
+    @abstractmethod
     def kind_counts(self) -> list[int]:
         """How many sections there are of each kind code (`tables.kind_code`)."""
-        raise NotImplementedError
 
+    @abstractmethod
     def children(self, parent: RowRef, child_type: int) -> list[int]:
         """Usable sections of `child_type` whose sh_link/sh_info name `parent`, in file
         order (root-level images excepted)."""
-        raise NotImplementedError
 
     @property
+    @abstractmethod
     def root_images(self) -> list[int]:
         """The image sections with no usable module row, in file order."""
-        raise NotImplementedError
 
     def table_ranges(self) -> list[tuple[int, int]]:
         """(offset, size) of the rows read from every usable table."""
