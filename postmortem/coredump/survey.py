@@ -179,7 +179,8 @@ class Survey(ABC):
         self.damage: tuple[Damage, ...] = self._damage()
 
     @abstractmethod
-    def _survey(self) -> None: ...
+    def _survey(self) -> None:
+        """Fill the per-section columns, noting damage as the rules find it."""
 
     # -- queries (each surveyor answers them over its own columns) ------------------------
 
