@@ -205,12 +205,16 @@ class BulkSurvey(Survey):
             safe = np.where(in_range, link, 0)
             right_type = in_range & (s.type[safe] == parent_type)
             parent_ok = right_type & self.usable[safe]
-            row = s.info[members].astype(np.int64)
+            row = s.info[members]
             row_ok = parent_ok & (row < self.rows[safe])
             # A row past those read, but inside what the table claims, was lost with the
-            # table's cut end (or its excess rows): an orphan, not a bad link.
-            claimed = s.size[safe] // np.maximum(s.entsize[safe], 1)
-            lost_row = parent_ok & ~row_ok & (s.info[members].astype(np.uint64) < claimed)
+            # table's cut end (or its excess rows): an orphan, not a bad link. Only rows
+            # past those read are asked (in a whole dump, none).
+            lost_row = parent_ok & ~row_ok
+            if lost_row.any():
+                past = safe[lost_row]
+                claimed = s.size[past] // np.maximum(s.entsize[past], 1)
+                lost_row[lost_row] = row[lost_row].astype(np.uint64) < claimed
             broken = members[~right_type | (parent_ok & ~row_ok & ~lost_row)]
             orphans = members[(right_type & ~parent_ok) | lost_row]
             if child_type in IMAGES:
