@@ -7,7 +7,7 @@ wait4) over --repeat runs, on a small fixture dump, on a middling one (7,000 lan
 sections, near the most that are read without numpy, `elf.SMALL_TABLE`) and on a
 full-H100-shaped one (132 SMs x 64 warps x 32 lanes = 270,336 lanes), the last two with
 r400 rows so that cuda-gdb 11.8 reads them, written by fixtures/builder/large.py into a
-temporary folder.
+temporary folder. On that one, cuda-gdb and `analyze` (seconds each) run half as often.
 
 The package's bytecode is compiled first (into its __pycache__ folders, whatever
 PYTHONDONTWRITEBYTECODE says), as `pip install` does: otherwise every run would pay for
@@ -65,24 +65,30 @@ def cuda_gdb(dump: Path) -> list[str] | None:
             f"target cudacore {dump}", "-ex", "info cuda kernels", "-ex", "bt"]  # fmt: skip
 
 
-def table(title: str, dump: Path, repeat: int) -> None:
+def table(title: str, dump: Path, repeat: int, slow_repeat: int) -> None:
+    """Commands of a second or less run `repeat` times; cuda-gdb and analyze, which take
+    seconds on a large dump, `slow_repeat` times."""
     info = dump.stat()  # the large dumps are sparse: their size, and the disk they take
     print(
         f"\n{title}: {dump} ({info.st_size / 2**20:.1f} MiB, "
         f"{info.st_blocks * 512 / 2**20:.1f} MiB on disk)"
     )
     reference = cuda_gdb(dump)
-    gdb = measure(reference, repeat) if reference else None
+    gdb = measure(reference, slow_repeat) if reference else None
     rows = [
-        ("postmortem --help", [*POSTMORTEM, "--help"]),
-        ("postmortem info", [*POSTMORTEM, "info", str(dump)]),
-        ("postmortem analyze --no-gdb", [*POSTMORTEM, "analyze", str(dump), "--no-gdb"]),
-        ("postmortem analyze (with cuda-gdb)", [*POSTMORTEM, "analyze", str(dump)]),
+        ("postmortem --help", [*POSTMORTEM, "--help"], repeat),
+        ("postmortem info", [*POSTMORTEM, "info", str(dump)], repeat),
+        (
+            "postmortem analyze --no-gdb",
+            [*POSTMORTEM, "analyze", str(dump), "--no-gdb"],
+            slow_repeat,
+        ),
+        ("postmortem analyze (with cuda-gdb)", [*POSTMORTEM, "analyze", str(dump)], slow_repeat),
     ]
     if gdb:
         print(f"  {'cuda-gdb: kernels + bt':38s} {gdb[0]:7.3f} s  {gdb[1] / 1024:7.0f} MiB")
-    for label, argv in rows:
-        seconds, kib = measure(argv, repeat)
+    for label, argv, runs in rows:
+        seconds, kib = measure(argv, runs)
         ratio = f"  {gdb[0] / seconds:5.1f}x cuda-gdb's speed" if gdb else ""
         print(f"  {label:38s} {seconds:7.3f} s  {kib / 1024:7.0f} MiB{ratio}")
 
@@ -96,13 +102,14 @@ def main() -> None:
     compileall.compile_dir(ROOT / "postmortem", quiet=1)
     # The first analyze with cuda-gdb may learn that it needs an empty data directory.
     run([*POSTMORTEM, "analyze", str(SMALL)])
-    table("small dump", ROOT / SMALL, args.repeat)
+    table("small dump", ROOT / SMALL, args.repeat, args.repeat)
     with tempfile.TemporaryDirectory(prefix="postmortem-bench-") as scratch:
         middling = _build(Path(scratch) / "middling.nvcudmp", args.middling_lanes)
-        table(f"middling dump, {args.middling_lanes:,} lanes", middling, args.repeat)
+        table(f"middling dump, {args.middling_lanes:,} lanes", middling, args.repeat, args.repeat)
         middling.unlink()
         large = _build(Path(scratch) / "h100.nvcudmp", args.lanes)
-        table(f"H100-shaped dump, {args.lanes:,} lanes", large, max(1, args.repeat // 2))
+        slow = max(1, args.repeat // 2)
+        table(f"H100-shaped dump, {args.lanes:,} lanes", large, args.repeat, slow)
 
 
 def _build(path: Path, lanes: int) -> Path:
