@@ -175,12 +175,44 @@ class Survey(ABC):
     def __init__(self, sections: Sections) -> None:
         self._s = sections
         self._found: dict[tuple[DamageKind, int], list[tuple[int, str]]] = defaultdict(list)
-        self._survey()
+        self.root_images: list[int] = []
+        """The image sections with no usable module row, in file order."""
+        self._start()
+        # The rules, in the order they depend on each other.
+        self._survey_tables()
+        self._survey_leaves()
+        self._reject_overlaps()
+        self._follow_links()
         self.damage: tuple[Damage, ...] = self._damage()
 
+    # -- the passes (each surveyor applies them over its own columns) ---------------------
+
     @abstractmethod
-    def _survey(self) -> None:
-        """Fill the per-section columns, noting damage as the rules find it."""
+    def _start(self) -> None:
+        """Make the per-section columns, every section unusable until a pass says so."""
+
+    @abstractmethod
+    def _survey_tables(self) -> None:
+        """Tables: a whole number of rows inside the file, at most `max_rows` of them."""
+
+    @abstractmethod
+    def _survey_leaves(self) -> None:
+        """Leaves: inside the file; cut ones read to the end where that means something."""
+
+    @abstractmethod
+    def _reject_overlaps(self) -> None:
+        """Tables and images must not share bytes: a header table that points hundreds of
+        tables at the same megabytes would multiply the reader's work.
+
+        Where sections overlap, the smallest are kept first and any that would overlap a
+        kept one are set aside, so one huge hostile table cannot push out the real ones
+        it covers.
+        """
+
+    @abstractmethod
+    def _follow_links(self) -> None:
+        """Parents before children: a section is usable only if its row is; an image
+        without one is kept at the root."""
 
     # -- queries (each surveyor answers them over its own columns) ------------------------
 
@@ -208,11 +240,6 @@ class Survey(ABC):
     def children(self, parent: RowRef, child_type: int) -> list[int]:
         """Usable sections of `child_type` whose sh_link/sh_info name `parent`, in file
         order (root-level images excepted)."""
-
-    @property
-    @abstractmethod
-    def root_images(self) -> list[int]:
-        """The image sections with no usable module row, in file order."""
 
     def table_ranges(self) -> list[tuple[int, int]]:
         """(offset, size) of the rows read from every usable table."""
@@ -281,24 +308,19 @@ class SmallSurvey(Survey):
     """The survey as a pass of plain Python per section: for a header table small enough
     that numpy's import would cost more than the whole survey."""
 
-    def _survey(self) -> None:
+    def _start(self) -> None:
         s = self._s
         count = s.count
         self.usable = [False] * count
         self.rows = [0] * count
         self.size = [0] * count
         self.is_root_image = [False] * count
-        self._root_images: list[int] = []
         self.kinds = [t.kind_code(section_type) for section_type in s.type]
         self._by_kind: dict[int, list[int]] = defaultdict(list)
         for index, code in enumerate(self.kinds):
             if code:
                 self._by_kind[code].append(index)
         self._children: dict[int, dict[tuple[int, int], list[int]]] = {}
-        self._survey_tables()
-        self._survey_leaves()
-        self._reject_overlaps()
-        self._follow_links()
 
     # -- queries ------------------------------------------------------------------------
 
@@ -332,10 +354,6 @@ class SmallSurvey(Survey):
                 index[(s.link[section], s.info[section])].append(section)
             self._children[child_type] = index
         return list(index.get((parent.section, parent.row), ()))
-
-    @property
-    def root_images(self) -> list[int]:
-        return self._root_images
 
     # -- passes (the rules, one section at a time) ----------------------------------------
 
@@ -436,7 +454,7 @@ class SmallSurvey(Survey):
                 self.usable[i], self.rows[i] = False, 0
 
     def _keep_as_root(self, images: list[int]) -> None:
-        self._root_images.extend(images)
+        self.root_images.extend(images)
         for i in images:
             self.is_root_image[i] = True
         self._note(DamageKind.ROOT_IMAGE, images, self._link_words)

@@ -47,14 +47,13 @@ def of_types(codes: Array, section_types: Iterable[int]) -> Array:
 class BulkSurvey(Survey):
     """The survey over numpy columns (the per-section columns are numpy arrays)."""
 
-    def _survey(self) -> None:
+    def _start(self) -> None:
         s = self._s
         count = s.count
         self.usable = np.zeros(count, dtype=bool)
         self.rows = np.zeros(count, dtype=np.int64)
         self.size = np.zeros(count, dtype=np.int64)
         self.is_root_image = np.zeros(count, dtype=bool)
-        self._root_images = np.zeros(0, dtype=np.int64)
         self.kinds = kind_codes(s.type)
         # The sections grouped by type (a stable sort keeps file order within a type): each
         # pass over one type is a slice, not a comparison of every section header.
@@ -63,10 +62,6 @@ class BulkSurvey(Survey):
             [[0], np.cumsum(np.bincount(self.kinds, minlength=t.KIND_COUNT))]
         ).tolist()
         self._children_index: dict[int, tuple[Array, Array]] = {}
-        self._survey_tables()
-        self._survey_leaves()
-        self._reject_overlaps()
-        self._follow_links()
 
     # -- queries ------------------------------------------------------------------------
 
@@ -112,11 +107,6 @@ class BulkSurvey(Survey):
         lo, hi = np.searchsorted(keys, key, "left"), np.searchsorted(keys, key, "right")
         return [int(section) for section in members[lo:hi]]
 
-    @property
-    def root_images(self) -> list[int]:
-        found: list[int] = self._root_images.tolist()
-        return found
-
     # -- passes (every section of a kind at once) -----------------------------------------
 
     def _survey_tables(self) -> None:
@@ -160,13 +150,7 @@ class BulkSurvey(Survey):
         self.size = np.where(ok, present.astype(np.int64), self.size)
 
     def _reject_overlaps(self) -> None:
-        """Tables and images must not share bytes: a header table that points hundreds of
-        tables at the same megabytes would multiply the reader's work.
-
-        Where sections overlap, the smallest are kept first and any that would overlap a
-        kept one are set aside, so one huge hostile table cannot push out the real ones
-        it covers. A dump with no overlap (every real one) costs one sort.
-        """
+        # A dump with no overlap (every real one) costs one sort.
         s = self._s
         structural = of_types(self.kinds, STRUCTURAL)
         members = np.flatnonzero(structural & self.usable & (self.size > 0))
@@ -193,7 +177,6 @@ class BulkSurvey(Survey):
         self.rows[lost] = 0
 
     def _follow_links(self) -> None:
-        """Parents before children: a section is usable only if its row is."""
         s = self._s
         for child_type in sorted(t.PARENT_TYPE, key=depth):
             parent_type = t.PARENT_TYPE[child_type]
@@ -228,6 +211,6 @@ class BulkSurvey(Survey):
     def _keep_as_root(self, images: Array) -> None:
         if not len(images):
             return
-        self._root_images = np.concatenate([self._root_images, images]).astype(np.int64)
+        self.root_images.extend(images.tolist())
         self.is_root_image[images] = True
         self._note(DamageKind.ROOT_IMAGE, images.tolist(), self._link_words)
