@@ -65,7 +65,29 @@ def _tools(
 ) -> ToolSettings:
     from postmortem.commands import ToolSettings
 
-    return ToolSettings(no_disasm, nvdisasm, no_gdb, cuda_gdb, timeout, source_dirs, path_maps)
+    return ToolSettings(
+        no_disasm, nvdisasm, no_gdb, cuda_gdb, timeout, source_dirs, path_maps,
+        _tool_origin("nvdisasm", nvdisasm), _tool_origin("cuda_gdb", cuda_gdb),
+    )  # fmt: skip
+
+
+_SETTINGS = "postmortem.settings"
+
+
+def _tool_origin(param: str, value: Path | None) -> str | None:
+    """What chose a tool path option's value: the option itself, or the settings file whose
+    value click filled in (provenance names it)."""
+    ctx = click.get_current_context(silent=True)
+    if value is None or ctx is None:
+        return None
+    from click.core import ParameterSource
+
+    flag = "--" + param.replace("_", "-")
+    if ctx.get_parameter_source(param) is ParameterSource.DEFAULT_MAP:
+        settings = ctx.find_root().meta.get(_SETTINGS)
+        origin = settings.origin(param.replace("_", "-")) if settings is not None else None
+        return origin or flag
+    return flag
 
 
 def _path_maps(
@@ -145,11 +167,18 @@ def main(ctx: click.Context) -> None:
 
     Settings (source dirs, path maps, tool paths, rules) may be kept in
     $XDG_CONFIG_HOME/postmortem/postmortem.toml or a project's pyproject.toml
-    [tool.postmortem]; an option on the command line wins.
+    [tool.postmortem]; an option on the command line wins. A project's file may name
+    tools only if your own file lists it in trusted-projects.
     """
     from postmortem.config import load_settings
 
-    ctx.default_map = _run(False, load_settings).defaults()
+    settings = _run(False, load_settings)
+    ctx.meta[_SETTINGS] = settings
+    defaults = settings.defaults()
+    ctx.default_map = defaults
+    if ctx.invoked_subcommand in defaults or ctx.invoked_subcommand == "capture":
+        for warning in settings.warnings:
+            click.echo(escape_controls(f"warning: {warning}"), err=True)
 
 
 _STORAGE = "postmortem.storage_options"

@@ -36,6 +36,9 @@ class ToolSettings:
     """Seconds each tool may run; None: the library's default."""
     source_dirs: tuple[Path, ...] = ()
     path_maps: tuple[PathMap, ...] = ()
+    nvdisasm_origin: str | None = None
+    """What chose `nvdisasm`: ``--nvdisasm``, or the settings file that named it."""
+    cuda_gdb_origin: str | None = None
 
 
 def analyze_options(
@@ -52,6 +55,7 @@ def analyze_options(
     localize = LocalizeOptions(
         source_dirs=tools.source_dirs, path_maps=tools.path_maps,
         disassemble=not tools.no_disasm, nvdisasm=tools.nvdisasm,
+        nvdisasm_origin=tools.nvdisasm_origin,
     )  # fmt: skip
     if window is not None:
         localize = replace(localize, window=window)
@@ -59,7 +63,7 @@ def analyze_options(
         localize = replace(localize, timeout=tools.timeout)
     return AnalyzeOptions(
         localize, mode=mode, cuda_gdb=not tools.no_gdb, cuda_gdb_path=tools.cuda_gdb,
-        host_logs=tuple(host_logs),
+        cuda_gdb_origin=tools.cuda_gdb_origin, host_logs=tuple(host_logs),
     )  # fmt: skip
 
 

@@ -10,6 +10,12 @@ Two files, both optional, in TOML:
 Keys: ``source-dirs`` and ``map-paths`` (lists; a project's add to the user's), ``nvdisasm``,
 ``cuda-gdb`` and ``rules`` (paths; a project's win). Relative paths are taken from the folder
 of the file that names them. An option given on the command line wins over both files.
+
+A project's file is data, not code: users run postmortem inside the source tree of the
+kernel that crashed (``--source-dir .``), which may be anyone's. So the keys that name a
+program to run (``nvdisasm``, ``cuda-gdb``) are taken from a project's file only when the
+user's own file lists the project's folder in ``trusted-projects``; otherwise they are
+ignored and a warning says how to trust them.
 """
 
 from __future__ import annotations
@@ -22,8 +28,11 @@ from typing import Any
 
 from postmortem.errors import ConfigError
 
-_LISTS = ("source-dirs", "map-paths")
+_LISTS = ("source-dirs", "map-paths", "trusted-projects")
 _PATHS = ("nvdisasm", "cuda-gdb", "rules")
+_PROGRAMS = ("nvdisasm", "cuda-gdb")
+"""Keys whose value is run: never from a project's file the user has not trusted."""
+_USER_ONLY = ("trusted-projects",)
 _KEYS = frozenset((*_LISTS, *_PATHS))
 _MAX_PARENTS = 64  # how far up a pyproject.toml is looked for
 
@@ -40,6 +49,14 @@ class Settings:
     rules: str | None = None
     files: tuple[Path, ...] = ()
     """The files read, user's first."""
+    origins: tuple[tuple[str, str], ...] = ()
+    """(key, "user config FILE" or "project config FILE") for each program setting taken."""
+    warnings: tuple[str, ...] = ()
+    """One line per setting ignored: a program named by a project the user has not trusted."""
+
+    def origin(self, key: str) -> str | None:
+        """Which file the program setting `key` (``nvdisasm``, ``cuda-gdb``) came from."""
+        return dict(self.origins).get(key)
 
     def defaults(self) -> dict[str, dict[str, Any]]:
         """click's `default_map`: each command's option defaults from these settings."""
@@ -63,23 +80,60 @@ def load_settings(cwd: Path | None = None) -> Settings:
         ConfigError: a file that exists cannot be read, is not TOML, or holds an unknown key
             or a value of the wrong type.
     """
-    found: list[tuple[Path, dict[str, Any]]] = []
+    found: list[tuple[Path, dict[str, Any], str]] = []
     user = _user_file()
+    trusted: tuple[Path, ...] = ()
     if user.is_file():
-        found.append((user, _table(user, _read(user))))
+        table = _table(user, _read(user))
+        found.append((user, table, "user config"))
+        trusted = tuple(_folder(user.parent, d) for d in table.get("trusted-projects", ()))
     project = _project_file(cwd or Path.cwd())
-    table = _project_table(project) if project is not None else None
-    if project is not None and table is not None:
-        found.append((project, _table(project, table)))
-    settings: dict[str, Any] = {"source_dirs": (), "map_paths": ()}
-    for path, table in found:
+    raw = _project_table(project) if project is not None else None
+    warnings: list[str] = []
+    if project is not None and raw is not None:
+        table = _table(project, raw)
+        if not _is_trusted(project.parent, trusted):
+            table, warnings = _data_only(project, table, user)
+        found.append((project, table, "project config"))
+    settings: dict[str, Any] = {"source_dirs": (), "map_paths": (), "origins": ()}
+    for path, table, kind in found:
         base = path.parent
         settings["source_dirs"] += tuple(str(base / d) for d in table.get("source-dirs", ()))
         settings["map_paths"] += tuple(table.get("map-paths", ()))
         for key in _PATHS:
             if key in table:
                 settings[key.replace("-", "_")] = str(base / table[key])
-    return Settings(**settings, files=tuple(path for path, _ in found))
+                if key in _PROGRAMS:
+                    settings["origins"] += ((key, f"{kind} {path}"),)
+    return Settings(**settings, files=tuple(path for path, _, _ in found), warnings=tuple(warnings))
+
+
+def _data_only(
+    project: Path, table: dict[str, Any], user: Path
+) -> tuple[dict[str, Any], list[str]]:
+    """A project's table without the keys that only the user may set, and a warning for
+    each key dropped."""
+    dropped = [key for key in (*_PROGRAMS, *_USER_ONLY) if key in table]
+    warnings = [
+        f"{project}: ignored {key} = {table[key]!r}: a project's settings may not name a "
+        f"program to run (trust this project with trusted-projects in {user}, or pass "
+        f"--{key})"
+        if key in _PROGRAMS
+        else f"{project}: ignored {key}: only the user's own settings ({user}) may trust projects"
+        for key in dropped
+    ]
+    return {k: v for k, v in table.items() if k not in dropped}, warnings
+
+
+def _folder(base: Path, value: str) -> Path:
+    return Path(os.path.abspath(base / Path(value).expanduser()))
+
+
+def _is_trusted(folder: Path, trusted: tuple[Path, ...]) -> bool:
+    # Compared with links resolved: a link into a trusted tree does not carry the trust
+    # out of it, nor does a trusted link name point elsewhere than where it resolves.
+    here = folder.resolve()
+    return any(here == t.resolve() or t.resolve() in here.parents for t in trusted)
 
 
 def cache_folder() -> Path:
@@ -146,6 +200,7 @@ def _read(path: Path) -> dict[str, Any]:
 
 
 def _table(path: Path, table: Any) -> dict[str, Any]:
+    # Validated before any key is dropped as untrusted: a malformed file is an error either way.
     if not isinstance(table, dict):
         raise ConfigError(path, "the postmortem settings are not a table")
     unknown = sorted(set(table) - _KEYS)

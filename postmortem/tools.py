@@ -18,6 +18,7 @@ import os
 import re
 import shutil
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 from postmortem.errors import ToolFailed, ToolNotFound
@@ -60,6 +61,17 @@ def install_hint(name: str) -> str:
     return _INSTALL_HINTS.get(name, f"install {name}, or set {env_var_name(name)} to its path")
 
 
+@dataclass(frozen=True, slots=True)
+class ToolChoice:
+    """Which executable a tool name resolved to, and what chose it."""
+
+    path: Path
+    """The executable that runs."""
+    origin: str
+    """What chose it: ``--nvdisasm``, ``user config FILE``, ``$POSTMORTEM_NVDISASM``,
+    ``$PATH``, ``$CUDA_HOME/bin``, ``/usr/local/cuda/bin`` or ``nvidia wheel``."""
+
+
 def find_tool(name: str, explicit: str | os.PathLike[str] | None = None) -> Path:
     """Finds an external tool (see the module docstring for the search order).
 
@@ -73,22 +85,43 @@ def find_tool(name: str, explicit: str | os.PathLike[str] | None = None) -> Path
     Raises:
         ToolNotFound: No executable was found; it lists every place searched.
     """
+    return locate_tool(name, explicit).path
+
+
+def locate_tool(
+    name: str, explicit: str | os.PathLike[str] | None = None, origin: str | None = None
+) -> ToolChoice:
+    """Finds an external tool like `find_tool`, and says what chose it.
+
+    Args:
+        name: The program name.
+        explicit: A path the user gave; when set, nothing else is searched.
+        origin: Where `explicit` came from (an option, a settings file); "given path" when
+            not said.
+
+    Returns:
+        The executable and its origin.
+
+    Raises:
+        ToolNotFound: No executable was found; it lists every place searched.
+    """
     searched: list[str] = []
     if explicit is not None:
-        return _explicit(name, os.fspath(explicit), searched, origin="given path")
+        where = origin or "given path"
+        return ToolChoice(_explicit(name, os.fspath(explicit), searched, origin=where), where)
     var = env_var_name(name)
     from_env = os.environ.get(var)
     if from_env:
-        return _explicit(name, from_env, searched, origin=f"${var}")
+        return ToolChoice(_explicit(name, from_env, searched, origin=f"${var}"), f"${var}")
     searched.append("$PATH")
     on_path = shutil.which(name)
     if on_path is not None:
-        return Path(on_path)
-    for folder in _fallback_folders():
+        return ToolChoice(Path(on_path), "$PATH")
+    for folder, label in _fallback_folders():
         candidate = folder / name
         searched.append(str(folder))
         if _is_executable(candidate):
-            return candidate
+            return ToolChoice(candidate, label)
     raise ToolNotFound(name, tuple(searched), install_hint(name))
 
 
@@ -104,14 +137,14 @@ def _explicit(name: str, value: str, searched: list[str], *, origin: str) -> Pat
     raise ToolNotFound(name, tuple(searched), install_hint(name))
 
 
-def _fallback_folders() -> list[Path]:
-    folders: list[Path] = []
+def _fallback_folders() -> list[tuple[Path, str]]:
+    folders: list[tuple[Path, str]] = []
     cuda_home = os.environ.get("CUDA_HOME")
     if cuda_home:
-        folders.append(Path(cuda_home) / "bin")
-    folders.append(Path("/usr/local/cuda/bin"))
+        folders.append((Path(cuda_home) / "bin", "$CUDA_HOME/bin"))
+    folders.append((Path("/usr/local/cuda/bin"), "/usr/local/cuda/bin"))
     folders += [
-        Path(entry) / _WHEEL_BIN
+        (Path(entry) / _WHEEL_BIN, "nvidia wheel")
         for entry in sys.path
         if entry and (Path(entry) / _WHEEL_BIN).is_dir()
     ]

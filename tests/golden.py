@@ -68,6 +68,9 @@ def render_case(case: Case) -> dict[str, str]:
             use["seconds"] = 1.25
         if use["peak_memory_mib"] is not None:
             use["peak_memory_mib"] = 75.0
+        # Which executable ran, and what chose it, depend on the machine's installation.
+        if use["path"] is not None:
+            use["path"], use["chosen_by"] = f"/opt/cuda/bin/{use['source']}", "$PATH"
     return {fmt: render("analyze", report, fmt) for fmt in FORMATS}
 
 

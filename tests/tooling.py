@@ -120,3 +120,16 @@ def run_on_terminal(
         seen += chunk
     os.close(leader)
     return process.wait(timeout=timeout), seen
+
+
+def invoke(*args: object, env: dict[str, str] | None = None) -> types.SimpleNamespace:
+    """Runs the `postmortem` command line in this process (click's runner), as a user would
+    from the current folder: the exit status, stdout and stderr apart."""
+    from click.testing import CliRunner
+
+    from postmortem.cli import main
+
+    result = CliRunner().invoke(main, [str(a) for a in args], env=env, catch_exceptions=False)
+    return types.SimpleNamespace(
+        returncode=result.exit_code, stdout=result.stdout, stderr=result.stderr
+    )

@@ -13,7 +13,13 @@ from postmortem.analysis.crosscheck import CrossCheck, crosscheck, named_by_gdb
 from postmortem.analysis.fault import FaultSite, LocalizeOptions, localize
 from postmortem.analysis.hang import HangAnalysis, analyze_hang
 from postmortem.analysis.hostjoin import HostJoin, join_host
-from postmortem.analysis.provenance import BuildInfo, ToolUse, build_provenance, tool_uses
+from postmortem.analysis.provenance import (
+    BuildInfo,
+    ToolUse,
+    build_provenance,
+    tool_choice,
+    tool_uses,
+)
 from postmortem.analysis.state import KernelState, gpu_state, kernel_code, warp_pcs
 from postmortem.analysis.verdict import Verdict, VerdictKind, decide
 from postmortem.codemap import CodeMap
@@ -25,6 +31,7 @@ from postmortem.host.reader import read_host_logs
 from postmortem.model import Module
 from postmortem.salvage import dump_findings
 from postmortem.summary import DumpSummary, summarize
+from postmortem.tools import ToolChoice
 from postmortem.urls import DumpUrl
 
 
@@ -38,6 +45,8 @@ class AnalyzeOptions:
     cuda_gdb: bool = True
     """False: do not run cuda-gdb (`--no-gdb`)."""
     cuda_gdb_path: str | Path | None = None
+    cuda_gdb_origin: str | None = None
+    """What chose `cuda_gdb_path` (an option, a settings file), for provenance."""
     host_logs: tuple[Path, ...] = ()
     """What the host wrote around the crash (`--host-log`), read and joined to the dump."""
 
@@ -115,8 +124,25 @@ def _analyze(
     return Analysis(
         path, summary, sites, state, hang, check, note, fault_census(sites), builds,
         decide(sites, hang, state),
-        tool_uses(__version__, sites, hang, check, note, transfer_note(core)),
+        tool_uses(
+            __version__, sites, hang, check, note, transfer_note(core),
+            _choices(options, gdb is not None and not isinstance(path, DumpUrl)),
+        ),
     )  # fmt: skip
+
+
+def _choices(options: AnalyzeOptions, ran_gdb: bool) -> tuple[ToolChoice | None, ToolChoice | None]:
+    """The nvdisasm and cuda-gdb executables this analysis ran, and what chose each."""
+    localize = options.localize
+    nvdisasm = (
+        tool_choice("nvdisasm", localize.nvdisasm, localize.nvdisasm_origin)
+        if localize.disassemble
+        else None
+    )
+    cuda_gdb = (
+        tool_choice("cuda-gdb", options.cuda_gdb_path, options.cuda_gdb_origin) if ran_gdb else None
+    )
+    return nvdisasm, cuda_gdb
 
 
 def transfer_note(core: Coredump) -> str | None:

@@ -40,6 +40,8 @@ class LocalizeOptions:
     disassemble: bool = True
     """False: native facts only, no nvdisasm."""
     nvdisasm: str | Path | None = None
+    nvdisasm_origin: str | None = None
+    """What chose `nvdisasm` (an option, a settings file), for provenance."""
     timeout: float = 120.0
     """Seconds each external tool may run."""
     store: DisassemblyStore | None = field(default=None, compare=False, repr=False)

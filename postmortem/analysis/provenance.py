@@ -5,14 +5,17 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from postmortem.analysis.crosscheck import CrossCheck
 from postmortem.analysis.fault import FaultSite
 from postmortem.analysis.hang import HangAnalysis
 from postmortem.codemap import CodeMap
 from postmortem.cubin.nvinfo import ToolkitInfo
+from postmortem.errors import ToolNotFound
 from postmortem.findings import FindingCode
 from postmortem.model import Module
+from postmortem.tools import ToolChoice, locate_tool
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +81,20 @@ class ToolUse:
     """How long the tool ran for this dump (None: not run, or not measured)."""
     peak_rss_kib: int | None = None
     """The tool's peak resident memory, in KiB (None: not measured)."""
+    path: str | None = None
+    """The executable that ran (None: not run, or not found)."""
+    chosen_by: str | None = None
+    """What chose that executable: an option, a settings file, an environment variable, $PATH,
+    a CUDA folder or the nvidia wheel (`postmortem.tools.ToolChoice.origin`)."""
+
+
+def tool_choice(name: str, explicit: object, origin: str | None) -> ToolChoice | None:
+    """The executable a run of `name` uses with these settings, and what chose it; None when
+    there is none (the run then says why)."""
+    try:
+        return locate_tool(name, explicit if isinstance(explicit, (str, Path)) else None, origin)
+    except ToolNotFound:
+        return None
 
 
 def tool_uses(
@@ -87,10 +104,12 @@ def tool_uses(
     check: CrossCheck | None,
     gdb_note: str | None,
     reader_note: str | None = None,
+    choices: tuple[ToolChoice | None, ToolChoice | None] = (None, None),
 ) -> tuple[ToolUse, ...]:
     """The provenance of an analysis: the native reader, nvdisasm and cuda-gdb.
     `reader_note` says how the reader got the dump when that is worth saying (by ranges
-    from an object store)."""
+    from an object store); `choices` are the nvdisasm and cuda-gdb executables chosen
+    (None: not run)."""
     listing = next((s.disassembly for s in sites if s.disassembly), None)
     if listing is None and hang is not None and hang.disassemblies:
         listing = hang.disassemblies[0]
@@ -112,15 +131,21 @@ def tool_uses(
             "nvdisasm", listing.tool_version if listing else None,
             "SASS instructions, inline chains (-gi)", listing is not None,
             None if listing else why_no_listing, listing.image if listing else None,
-            _nvdisasm_seconds(sites, hang) if listing else None,
+            _nvdisasm_seconds(sites, hang) if listing else None, None,
+            *_chosen(choices[0] if listing or trouble else None),
         ),
         ToolUse(
             "cuda-gdb", check.version if check else None,
             "second opinion on the native facts; backtrace with inline function names",
             bool(check and check.opened), gdb_why, None,
             check.seconds if check else None, check.peak_rss_kib if check else None,
+            *_chosen(choices[1]),
         ),
     )  # fmt: skip
+
+
+def _chosen(choice: ToolChoice | None) -> tuple[str | None, str | None]:
+    return (None, None) if choice is None else (str(choice.path), choice.origin)
 
 
 def _nvdisasm_seconds(sites: Sequence[FaultSite], hang: HangAnalysis | None) -> float:

@@ -340,6 +340,8 @@ def _provenance(uses: Sequence[ToolUse]) -> list[Json]:
             "peak_memory_mib": (
                 None if use.peak_rss_kib is None else round(use.peak_rss_kib / 1024, 1)
             ),
+            "path": use.path,
+            "chosen_by": use.chosen_by,
         }
         for use in uses
     ]

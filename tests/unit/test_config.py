@@ -29,9 +29,11 @@ def test_no_file_means_no_settings(homes):
 
 
 def test_the_project_adds_to_the_user_s_lists_and_wins_on_paths(homes):
-    # GIVEN a user file and a project's [tool.postmortem], read from a folder below it
+    # GIVEN a user file that trusts the project, and the project's [tool.postmortem], read
+    # from a folder below it
     user, project = homes
-    _write(user, 'source-dirs = ["/src/common"]\nnvdisasm = "/opt/nvdisasm"\n'
+    trust = f'trusted-projects = ["{project}"]\n'
+    _write(user, f'source-dirs = ["/src/common"]\nnvdisasm = "/opt/nvdisasm"\n{trust}'
                  'map-paths = ["/build=/home/me"]\n')  # fmt: skip
     table = 'source-dirs = ["src"]\nnvdisasm = "tools/nvdisasm"\nrules = "rules.json"\n'
     _write(project / "pyproject.toml", f'[project]\nname = "x"\n\n[tool.postmortem]\n{table}')
@@ -39,11 +41,48 @@ def test_the_project_adds_to_the_user_s_lists_and_wins_on_paths(homes):
     # THEN lists add up, the project's paths win, and relative paths are the file's
     assert settings.source_dirs == ("/src/common", str(project / "src"))
     assert settings.nvdisasm == str(project / "tools" / "nvdisasm")
+    assert settings.origin("nvdisasm") == f"project config {project / 'pyproject.toml'}"
     assert settings.map_paths == ("/build=/home/me",)
     assert settings.rules == str(project / "rules.json")
     assert settings.files == (user, project / "pyproject.toml")
+    assert settings.warnings == ()
     scan = settings.defaults()["scan"]
     assert scan["source_dirs"] == list(settings.source_dirs) and scan["rules"] == settings.rules
+
+
+def test_an_untrusted_project_keeps_its_data_settings_but_names_no_program(homes):
+    # GIVEN a project that names programs and data, and a user who names an nvdisasm
+    user, project = homes
+    _write(user, 'nvdisasm = "/opt/nvdisasm"\n')
+    table = 'source-dirs = ["src"]\nnvdisasm = "evil.sh"\ncuda-gdb = "gdb.sh"\nrules = "r.json"\n'
+    _write(project / "pyproject.toml", f"[tool.postmortem]\n{table}")
+    settings = load_settings(project)
+    # THEN the data settings are taken, the programs are the user's, and each drop is said
+    assert settings.source_dirs == (str(project / "src"),)
+    assert settings.rules == str(project / "r.json")
+    assert (settings.nvdisasm, settings.cuda_gdb) == ("/opt/nvdisasm", None)
+    assert settings.origin("nvdisasm") == f"user config {user}"
+    assert [w.split(" = ")[0].rsplit(" ", 1)[1] for w in settings.warnings] == [
+        "nvdisasm", "cuda-gdb",
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "entry", ["{project}", "{project}/", "{parent}"], ids=["same", "slash", "parent"]
+)
+def test_trust_covers_the_folder_and_below(homes, entry):
+    user, project = homes
+    _write(user, f'trusted-projects = ["{entry.format(project=project, parent=project.parent)}"]\n')
+    _write(project / "pyproject.toml", '[tool.postmortem]\nnvdisasm = "n"\n')
+    assert load_settings(project / "src").nvdisasm == str(project / "n")
+
+
+def test_trust_of_a_sibling_is_not_trust(homes):
+    user, project = homes
+    _write(user, f'trusted-projects = ["{project}-other", "{project / "src"}"]\n')
+    _write(project / "pyproject.toml", '[tool.postmortem]\nnvdisasm = "n"\n')
+    settings = load_settings(project / "src")
+    assert settings.nvdisasm is None and len(settings.warnings) == 1
 
 
 def test_a_pyproject_without_the_table_is_ignored(homes):
