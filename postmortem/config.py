@@ -26,7 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from postmortem.errors import ConfigError
+from postmortem.errors import ConfigError, UnreadableFile
+from postmortem.safefile import read_regular
 
 _LISTS = ("source-dirs", "map-paths", "trusted-projects")
 _PATHS = ("nvdisasm", "cuda-gdb", "rules")
@@ -35,6 +36,7 @@ _PROGRAMS = ("nvdisasm", "cuda-gdb")
 _USER_ONLY = ("trusted-projects",)
 _KEYS = frozenset((*_LISTS, *_PATHS))
 _MAX_PARENTS = 64  # how far up a pyproject.toml is looked for
+_MAX_FILE_BYTES = 4 << 20  # a settings file is a few lines; a pyproject.toml a few KiB
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,13 +192,14 @@ def _read(path: Path) -> dict[str, Any]:
     else:  # pragma: no cover - Python 3.10
         import tomli as tomllib  # type: ignore[import-not-found, unused-ignore]
     try:
-        with path.open("rb") as file:
-            data: dict[str, Any] = tomllib.load(file)
-            return data
-    except OSError as error:
-        raise ConfigError(path, f"cannot read: {error.strerror or error}") from None
+        data: dict[str, Any] = tomllib.loads(read_regular(path, _MAX_FILE_BYTES).decode())
+        return data
+    except UnreadableFile as error:
+        raise ConfigError(path, f"cannot read: {error.reason}") from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as error:
         raise ConfigError(path, f"not TOML: {error}") from None
+    except RecursionError:  # tomllib's parser recurses once per level of nesting
+        raise ConfigError(path, "not TOML: nested too deeply") from None
 
 
 def _table(path: Path, table: Any) -> dict[str, Any]:

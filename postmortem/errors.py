@@ -51,7 +51,8 @@ class PostmortemError(Exception):
 
 @dataclass(eq=False)
 class UnreadableFile(PostmortemError):
-    """The file could not be opened or read at all (missing, a directory, no permission)."""
+    """The file could not be opened or read at all (missing, no permission, not a regular
+    file, larger than what is read of it)."""
 
     path: Path
     reason: str

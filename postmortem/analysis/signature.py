@@ -40,9 +40,12 @@ from postmortem.analysis.source import PathMap
 from postmortem.cubin.sass import SourceFrame
 from postmortem.demangle import demangle
 from postmortem.model import describe_exception
+from postmortem.safefile import read_regular
 
 SIGNATURE_VERSION = 2
 """Bumped whenever the algorithm changes what it groups together."""
+MAX_RULES_BYTES = 4 << 20
+"""The largest rules file read (the packaged one is a few hundred bytes)."""
 
 _KEY_PARTS = {
     1: ("exception", "kernel", "offset", "frames"),
@@ -76,17 +79,26 @@ class SignatureRules:
 
 
 def load_rules(path: Path | None = None) -> SignatureRules:
-    """The rules in `path`, or the packaged default rules; raises ValueError when malformed."""
-    if path is None:
-        text = resources.files("postmortem.analysis").joinpath("signature_rules.json").read_text()
-    else:
-        text = path.read_text(encoding="utf-8")
+    """The rules in `path`, or the packaged default rules.
+
+    Raises:
+        UnreadableFile: `path` cannot be read, is not a regular file, or is larger than a
+            rules file can be (`MAX_RULES_BYTES`).
+        ValueError: the rules are not JSON, or not rules.
+    """
     try:
+        if path is None:
+            rules = resources.files("postmortem.analysis").joinpath("signature_rules.json")
+            text = rules.read_text()
+        else:
+            text = read_regular(path, MAX_RULES_BYTES).decode("utf-8")
         data: dict[str, Any] = json.loads(text)
         paths = tuple(str(p) for p in data["library_paths"])
         top = int(data["top_frames"])
     except (ValueError, KeyError, TypeError) as error:
         raise ValueError(f"signature rules: {error}") from None
+    except RecursionError:  # the JSON decoder recurses once per level of nesting
+        raise ValueError("signature rules: not JSON: nested too deeply") from None
     if top < 1:
         raise ValueError(f"signature rules: top_frames must be at least 1, not {top}")
     return SignatureRules(str(data.get("name", "custom")), paths, top)

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from postmortem.cubin.sass import SourceFrame
+from postmortem.errors import UnreadableFile
+from postmortem.safefile import read_regular
 
 _MAX_LINE_CHARS = 400
 
@@ -109,7 +111,10 @@ def _quotable(path: Path) -> bool:
 
 
 def _read_lines(path: Path) -> list[str] | None:
+    # Read through safefile even after `_quotable`: a FIFO or a device put in the file's
+    # place since then is refused, not waited on or read forever.
     try:
-        return path.read_text(encoding="utf-8", errors="replace").splitlines()
-    except OSError:
+        data = read_regular(path, _MAX_SOURCE_BYTES)
+    except UnreadableFile:
         return None
+    return data.decode("utf-8", errors="replace").splitlines()

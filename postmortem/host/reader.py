@@ -3,6 +3,8 @@
 A log may be gigabytes (a server's stderr after a week) and what matters sits at its end,
 next to the crash: only the last `TAIL_BYTES` are read, with a seek for a regular file and
 by streaming for a pipe (``--host-log <(journalctl -k)``), never the whole file into memory.
+It is opened by `postmortem.safefile`: a device is refused, and a named pipe that no process
+writes to is waited on for a few seconds, not forever.
 When a file was cut, `HostLogFile.read_from` says where reading started and the first,
 partial line is dropped. Bytes are decoded as UTF-8 with undecodable bytes replaced; what
 the file holds is recognized by content, by running every parser over the same lines.
@@ -13,9 +15,8 @@ from __future__ import annotations
 import os
 import stat
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import BinaryIO
 
 from postmortem.errors import UnreadableFile
 from postmortem.host.cudaerror import parse_cuda_errors
@@ -23,6 +24,7 @@ from postmortem.host.driver import parse_driver_log
 from postmortem.host.model import HostLogFile
 from postmortem.host.sanitizer import parse_sanitizer_report
 from postmortem.host.sglang import parse_sglang_api_log
+from postmortem.safefile import WRITER_WAIT_S, iter_pipe, open_regular
 
 TAIL_BYTES = 8 << 20
 """How much of the end of a log is read."""
@@ -55,17 +57,20 @@ def read_host_logs(paths: Sequence[Path], tail_bytes: int = TAIL_BYTES) -> tuple
     return tuple(read_host_log(path, tail_bytes) for path in paths)
 
 
-def read_host_log(path: Path, tail_bytes: int = TAIL_BYTES) -> HostLogFile:
+def read_host_log(
+    path: Path, tail_bytes: int = TAIL_BYTES, *, writer_wait_s: float = WRITER_WAIT_S
+) -> HostLogFile:
     """One log, its last `tail_bytes` read and parsed.
 
     Raises:
-        UnreadableFile: the log is missing, a folder, or cannot be read.
+        UnreadableFile: the log is missing, a folder, a device, cannot be read, or is a pipe
+            that no process opened to write in `writer_wait_s`.
     """
     problem = host_log_problem(path)
     if problem is not None:
         raise UnreadableFile(path, problem)
     try:
-        size, read_from, data = _tail(path, max(tail_bytes, 1))
+        size, read_from, data = _tail(path, max(tail_bytes, 1), writer_wait_s)
     except OSError as error:
         raise UnreadableFile(path, error.strerror or str(error)) from None
     lines = data.decode("utf-8", errors="replace").split("\n")
@@ -88,12 +93,12 @@ def parse_host_lines(path: Path, lines: Sequence[str], size: int, read_from: int
     )
 
 
-def _tail(path: Path, tail_bytes: int) -> tuple[int, int, bytes]:
+def _tail(path: Path, tail_bytes: int, writer_wait_s: float) -> tuple[int, int, bytes]:
     """(bytes in the file, where reading started, the bytes read from there)."""
-    with path.open("rb") as file:
+    with open_regular(path, pipes=True) as file:
         info = os.fstat(file.fileno())
         if not stat.S_ISREG(info.st_mode):
-            return _stream_tail(file, tail_bytes)
+            return _stream_tail(iter_pipe(file, path, _CHUNK, writer_wait_s), tail_bytes)
         size = info.st_size
         if size <= tail_bytes:
             return size, 0, file.read(tail_bytes)
@@ -103,12 +108,11 @@ def _tail(path: Path, tail_bytes: int) -> tuple[int, int, bytes]:
     return size, *_whole_lines(size - len(data), data)
 
 
-def _stream_tail(file: BinaryIO, tail_bytes: int) -> tuple[int, int, bytes]:
+def _stream_tail(chunks: Iterator[bytes], tail_bytes: int) -> tuple[int, int, bytes]:
     kept: deque[bytes] = deque()
     kept_bytes = total = 0
-    while total < _MAX_STREAMED:
-        chunk = file.read(_CHUNK)
-        if not chunk:
+    for chunk in chunks:
+        if total >= _MAX_STREAMED:
             break
         kept.append(chunk)
         kept_bytes += len(chunk)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from postmortem.analysis.analyze import AnalyzeOptions
 from postmortem.analysis.signature import Signature, SignatureRules, load_rules
-from postmortem.errors import BadOption, ExitStatus, PostmortemError
+from postmortem.errors import BadOption, ExitStatus, PostmortemError, UnreadableFile
 from postmortem.report.render import formats
 from postmortem.report.textsafe import escape_controls
 from postmortem.scan.cache import default_cache_path
@@ -93,7 +93,7 @@ class ScanRequest:
 def _rules(path: Path | None) -> SignatureRules:
     try:
         return load_rules(path)
-    except (OSError, ValueError) as error:
+    except (UnreadableFile, ValueError) as error:
         raise BadOption("--rules", str(error)) from None
 
 

@@ -99,6 +99,19 @@ def test_a_pyproject_without_the_table_is_ignored(homes):
         ("nvdisasm = 3\n", "nvdisasm must be a string"),
         ('map-paths = ["/build"]\n', "is not OLD=NEW"),
         ("source-dirs = [\n", "not TOML"),
+        ("a = " + "[" * 100_000, r": not TOML: nested too deeply$"),
+        ("source-dirs = " + "{a = " * 100_000, r": not TOML: nested too deeply$"),
+        ("#" * (5 << 20), r": cannot read: larger than 4,194,304 bytes, the most read$"),
+    ],
+    ids=[
+        "unknown-key",
+        "not-a-list",
+        "not-a-string",
+        "not-a-map",
+        "not-toml",
+        "deep-arrays",
+        "deep-tables",
+        "too-large",
     ],
 )
 def test_a_bad_setting_is_one_error_naming_the_file(homes, text, message):
@@ -107,6 +120,7 @@ def test_a_bad_setting_is_one_error_naming_the_file(homes, text, message):
     with pytest.raises(ConfigError, match=message) as raised:
         load_settings(project)
     assert str(user) in str(raised.value)
+    assert "\n" not in str(raised.value)
     assert raised.value.exit_status == ExitStatus.BAD_INPUT
 
 
@@ -130,6 +144,14 @@ def test_a_broken_pyproject_that_names_our_table_is_refused(homes):
     _write(project / "pyproject.toml", "[tool.postmortem]\nsource-dirs = [\n")
     with pytest.raises(ConfigError, match="not TOML"):
         load_settings(project)
+
+
+def test_a_pyproject_that_names_our_table_nested_too_deeply_is_one_error(homes):
+    _, project = homes
+    _write(project / "pyproject.toml", "[tool.postmortem]\nsource-dirs = " + "[" * 100_000)
+    with pytest.raises(ConfigError) as raised:
+        load_settings(project)
+    assert str(raised.value) == f"{project / 'pyproject.toml'}: not TOML: nested too deeply"
 
 
 def test_a_pyproject_that_is_not_utf8_is_ignored(homes):

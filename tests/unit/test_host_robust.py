@@ -19,6 +19,7 @@ from postmortem.host.lines import MAX_LINE_CHARS
 from postmortem.host.reader import parse_host_lines, read_host_log
 from postmortem.host.sanitizer import parse_sanitizer_report
 from postmortem.host.sglang import parse_sglang_api_log
+from tests.fifo import rescued
 
 PARSERS = (parse_sglang_api_log, parse_cuda_errors, parse_driver_log, parse_sanitizer_report)
 
@@ -181,3 +182,23 @@ def test_crlf_and_an_empty_file(tmp_path):
     empty = tmp_path / "empty.log"
     empty.write_bytes(b"")
     assert read_host_log(empty).kinds == () and read_host_log(empty).lines == 0
+
+
+def test_a_named_pipe_no_process_writes_to_is_refused_not_waited_on_forever(tmp_path):
+    # GIVEN --host-log naming a FIFO that no process opens to write
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    # WHEN it is read, waiting a fifth of a second for a writer
+    started = time.monotonic()
+    with rescued(fifo), pytest.raises(UnreadableFile) as caught:
+        read_host_log(fifo, writer_wait_s=0.2)
+    # THEN it is one error once the wait is over
+    assert time.monotonic() - started < 5
+    assert (
+        str(caught.value) == f"{fifo}: cannot read: a pipe that no process writes to (waited 0.2 s)"
+    )
+
+
+def test_a_character_device_is_refused(tmp_path):
+    with pytest.raises(UnreadableFile, match="is not a regular file or a pipe"):
+        read_host_log(Path("/dev/zero"))

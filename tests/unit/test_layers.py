@@ -55,6 +55,7 @@ LAYER_OF: dict[str, str] = {
     "postmortem.tools": "base",
     "postmortem.config": "base",
     "postmortem.urls": "base",
+    "postmortem.safefile": "base",
     # The native reader, the cubin inspector with its nvdisasm adapter, the cuda-gdb adapter:
     # three siblings that know nothing of each other.
     "postmortem.coredump": "coredump",

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import json
+import os
+import time
 
 import pytest
 
 from postmortem.analysis.signature import (
+    MAX_RULES_BYTES,
     SIGNATURE_VERSION,
     SignatureInput,
     SignatureRules,
@@ -19,6 +22,8 @@ from postmortem.analysis.signature import (
 )
 from postmortem.analysis.source import PathMap
 from postmortem.cubin.sass import SourceFrame
+from postmortem.errors import UnreadableFile
+from tests.fifo import rescued
 
 RULES = SignatureRules("test", ("cute/arch/*", "cub/*", "cuda_fp16.hpp"), 2)
 
@@ -228,3 +233,32 @@ def test_read_key_reads_what_compute_signature_writes():
         "+0x40",
         " < ".join(sig.frames),
     )
+
+
+def test_a_rules_fifo_no_one_writes_is_refused_at_once(tmp_path):
+    # GIVEN --rules naming a FIFO that no process writes to
+    fifo = tmp_path / "rules.json"
+    os.mkfifo(fifo)
+    started = time.monotonic()
+    # WHEN the rules are loaded
+    with rescued(fifo), pytest.raises(UnreadableFile) as caught:
+        load_rules(fifo)
+    # THEN one line says what it is, at once
+    assert time.monotonic() - started < 5
+    assert str(caught.value) == f"{fifo}: cannot read: not a regular file (a FIFO)"
+
+
+def test_a_rules_file_past_the_bound_is_refused(tmp_path):
+    path = tmp_path / "rules.json"
+    path.write_text(
+        json.dumps({"library_paths": ["x/*"] * (MAX_RULES_BYTES // 6), "top_frames": 1})
+    )
+    with pytest.raises(UnreadableFile, match="larger than"):
+        load_rules(path)
+
+
+def test_rules_nested_too_deeply_are_one_error(tmp_path):
+    path = tmp_path / "rules.json"
+    path.write_text("[" * 100_000)
+    with pytest.raises(ValueError, match=r"^signature rules: not JSON: nested too deeply$"):
+        load_rules(path)

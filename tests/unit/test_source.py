@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import os
+import time
 from pathlib import Path
 
 import pytest
 
 from postmortem.analysis.source import PathMap, candidates, quote
 from postmortem.cubin.sass import SourceFrame
+from tests.fifo import rescued
 
 
 def test_path_map_parses_old_equals_new_and_refuses_anything_else():
@@ -75,3 +78,17 @@ def test_a_line_table_naming_a_system_file_is_never_quoted(tmp_path):
     link.symlink_to("/proc/self/status")
     (through_link,) = quote([SourceFrame(str(link), 1)], [], [])
     assert through_link.text is None
+
+
+def test_a_source_replaced_by_a_fifo_after_the_check_is_not_read(tmp_path, monkeypatch):
+    # GIVEN a source file that passed the check and was then replaced by a FIFO no one writes
+    fifo = tmp_path / "k.cu"
+    os.mkfifo(fifo)
+    monkeypatch.setattr("postmortem.analysis.source._quotable", lambda path: path == fifo)
+    # WHEN it is quoted
+    started = time.monotonic()
+    with rescued(fifo):
+        (quoted,) = quote([SourceFrame(str(fifo), 1)], [], [])
+    # THEN it is not quoted, at once, with a note
+    assert time.monotonic() - started < 5
+    assert (quoted.path, quoted.text, quoted.reason) == (fifo, None, "file not readable")
