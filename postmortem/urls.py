@@ -80,7 +80,7 @@ def parse_storage_options(pairs: Iterable[str]) -> dict[str, object]:
     (`client_kwargs.region_name=x`), a value that reads as JSON (`true`, `3`) is that value.
 
     Raises:
-        BadOption: A pair without `=`.
+        BadOption: A pair without `=`, or a value nested too deeply.
     """
     options: dict[str, object] = {}
     for pair in pairs:
@@ -93,6 +93,8 @@ def parse_storage_options(pairs: Iterable[str]) -> dict[str, object]:
             value: object = json.loads(raw)
         except ValueError:
             value = raw
+        except RecursionError:  # the JSON decoder recurses once per level of nesting
+            raise BadOption("--storage-option", f"{key}: the value is nested too deeply") from None
         *outer, last = key.split(".")
         level = options
         for name in outer:
@@ -115,7 +117,7 @@ def use_storage_options(protocols: Iterable[str], options: dict[str, object]) ->
         name = f"FSSPEC_{protocol.upper()}"
         try:
             current = json.loads(os.environ.get(name, "{}"))
-        except ValueError:
+        except (ValueError, RecursionError):
             current = {}
         merged = {**(current if isinstance(current, dict) else {}), **options}
         os.environ[name] = json.dumps(merged)
