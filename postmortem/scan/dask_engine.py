@@ -68,7 +68,10 @@ class DaskEngine:
     def _connect(self, distributed: Any) -> Any:
         try:
             return distributed.Client(
-                self._address, timeout=CONNECT_TIMEOUT_S, set_as_default=False
+                # Bounded by the scan's --timeout too: a scheduler that does not answer is
+                # given up on no later than a dump that does not finish would be.
+                self._address, timeout=min(CONNECT_TIMEOUT_S, self._timeout_s),
+                set_as_default=False,
             )
         except Exception as error:  # OSError, TimeoutError, ValueError for a bad address
             raise EngineUnreachable("--scheduler", self._address, _oneline(error)) from None

@@ -233,16 +233,18 @@ def test_a_worker_lost_mid_scan_loses_no_dump_and_counts_none_twice(cluster, tmp
         assert pids[0] not in client.run(os.getpid).values()
 
 
-def test_an_unreachable_scheduler_is_a_one_line_error():
+def test_an_unreachable_scheduler_is_a_one_line_error_within_the_scan_timeout():
     require_module("distributed", "postmortem[dask] runs scans on a Dask cluster")
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    result = scan(OOB.parent, "--no-cache", "--engine", "dask", "--scheduler",
-                  f"tcp://127.0.0.1:{port}")  # fmt: skip
+    result = scan(OOB.parent, "--no-cache", "--engine", "dask", "--timeout", "2",
+                  "--scheduler", f"tcp://127.0.0.1:{port}")  # fmt: skip
     assert result.returncode == 2
     (line,) = result.stderr.splitlines()
     assert line.startswith(f"error: --scheduler tcp://127.0.0.1:{port}: cannot reach it:")
+    # given up on at the scan's --timeout, not at Dask's own 10 s
+    assert line.endswith("after 2 s"), line
 
 
 def test_without_the_extra_engine_dask_is_a_one_line_error(tmp_path):
