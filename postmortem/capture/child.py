@@ -105,8 +105,7 @@ def run_child(
         for tee in tees:
             tee.start()
         returncode = process.wait()
-        for tee in tees:
-            _drain(tee)
+        _drain(tees)
         log.close()
     named = [path for tee in tees for path in tee.named]
     return ChildExit(process.pid, returncode, log_path, tuple(named[:_MAX_NAMED]), started)
@@ -228,21 +227,28 @@ class _Tee(threading.Thread):
                 self.named.append(path)
 
 
-def _drain(tee: _Tee) -> None:
-    # The command is gone; what it wrote may still be in the pipe. Read on while anything is
+def _drain(tees: Sequence[_Tee]) -> None:
+    # The command is gone; what it wrote may still be in the pipes. Read on while anything is
     # there: a stream is given up only once it has had nothing to read for _DRAIN_S (a process
     # left behind holds it open in silence), or after _MAX_DRAIN_S in all. On a loaded machine
-    # the reading thread may wait its turn for seconds; data in the pipe keeps it going.
+    # the reading thread may wait its turn for seconds; data in the pipe keeps it going. The
+    # streams are watched together, so two silent ones cost one quiet period, not two.
     deadline = time.monotonic() + _MAX_DRAIN_S
-    quiet_since = time.monotonic()
-    while tee.is_alive() and time.monotonic() < deadline:
-        tee.join(_POLL_S)
-        if tee.has_data():
-            quiet_since = time.monotonic()
-        elif time.monotonic() - quiet_since > _DRAIN_S:
-            break
-    tee.stop.set()
-    tee.join()
+    quiet_since = dict.fromkeys(tees, time.monotonic())
+    live = list(tees)
+    while live and time.monotonic() < deadline:
+        live[0].join(_POLL_S)
+        for tee in list(live):
+            if not tee.is_alive():
+                live.remove(tee)
+            elif tee.has_data():
+                quiet_since[tee] = time.monotonic()
+            elif time.monotonic() - quiet_since[tee] > _DRAIN_S:
+                tee.stop.set()
+                live.remove(tee)
+    for tee in tees:
+        tee.stop.set()
+        tee.join()
 
 
 def _read(fd: int) -> bytes:
