@@ -3,5 +3,7 @@
 set -eu
 cd "$(dirname "$0")/.."
 # PYTHON and POSTMORTEM_VENV, when set, pick the interpreter and the venv (see dev/setup.sh).
+# The tests run on every core (-n auto); arguments after it win (-n 0: one process; -m slow:
+# the slow tier, which the default run leaves out).
 sh dev/setup.sh test
-exec "${POSTMORTEM_VENV:-.venv}/bin/python" -m pytest "$@"
+exec "${POSTMORTEM_VENV:-.venv}/bin/python" -m pytest -n auto --dist worksteal "$@"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import subprocess
 import sys
@@ -9,6 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from postmortem.errors import ToolFailed
 
 from tests.tooling import DUMPS
 
@@ -72,3 +75,43 @@ def reading(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> 
     if request.param == "bulk":
         monkeypatch.setattr("postmortem.elf.SMALL_TABLE", 0)
     return str(request.param)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def one_nvdisasm_run_per_function() -> Any:
+    """The analysis's nvdisasm runs remembered for the whole session: each (cubin, function,
+    nvdisasm) is disassembled by the real tool once, the first time a test asks, and later
+    tests get that run's result; a refusal is remembered like a listing. The adapter itself
+    (`postmortem.cubin.nvdisasm.disassemble`, which tests/tools/test_nvdisasm_run.py calls
+    directly) is untouched, and a test that counts runs names its own nvdisasm (its own key).
+    """
+    from postmortem.analysis import disassembly
+
+    real = disassembly.disassemble
+    memo: dict[tuple[bytes, int | None, str, float], Any] = {}
+
+    def remembered(cubin: bytes, symbol_index: int | None, **options: Any) -> Any:
+        if options.get("store") is not None:  # a test of the store itself
+            return real(cubin, symbol_index, **options)
+        key = (
+            hashlib.blake2b(cubin, digest_size=16).digest(),
+            symbol_index,
+            str(options.get("nvdisasm")),
+            float(options.get("timeout", 0.0)),
+        )
+        if key not in memo:
+            try:
+                memo[key] = real(cubin, symbol_index, **options)
+            except ToolFailed as error:
+                if error.returncode is None or error.returncode < 0:
+                    raise  # a timeout or a kill says nothing about the next run
+                memo[key] = error
+        found = memo[key]
+        if isinstance(found, ToolFailed):
+            raise found
+        return found
+
+    patch = pytest.MonkeyPatch()
+    patch.setattr(disassembly, "disassemble", remembered)
+    yield
+    patch.undo()

@@ -47,6 +47,7 @@ def test_planted_chains_are_as_deep_as_promised():
     assert len({file for file, _ in cutlass}) >= 3
 
 
+@pytest.mark.slow
 def test_cubins_rebuild_byte_identical_from_the_sources():
     require_tool("nvdisasm")
     result = subprocess.run(

@@ -22,6 +22,8 @@ import pytest
 from postmortem.demangle import demangle
 from tests.conftest import DUMPS, ROOT, truth_of
 
+pytestmark = pytest.mark.slow  # a wheel built and installed: run by CI's slow tier
+
 TEMPLATES = sorted(p.name for p in (ROOT / "templates").glob("*.j2"))
 SCHEMAS = sorted(
     p.relative_to(ROOT).as_posix() for p in (ROOT / "postmortem").rglob("*.schema.json")
