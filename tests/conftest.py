@@ -12,7 +12,6 @@ from typing import Any
 import pytest
 
 from postmortem.errors import ToolFailed
-
 from tests.tooling import DUMPS
 
 ROOT = Path(__file__).resolve().parent.parent

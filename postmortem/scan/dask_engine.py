@@ -70,7 +70,8 @@ class DaskEngine:
             return distributed.Client(
                 # Bounded by the scan's --timeout too: a scheduler that does not answer is
                 # given up on no later than a dump that does not finish would be.
-                self._address, timeout=min(CONNECT_TIMEOUT_S, self._timeout_s),
+                self._address,
+                timeout=min(CONNECT_TIMEOUT_S, self._timeout_s),
                 set_as_default=False,
             )
         except Exception as error:  # OSError, TimeoutError, ValueError for a bad address
