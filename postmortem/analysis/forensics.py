@@ -47,7 +47,7 @@ def examine(
     access = decode_access(instruction)
     if access is None:
         note = f"{instruction.opcode} does not access memory: there is no address to compute"
-        arguments, why = _arguments(core, code_map, faults, None)
+        arguments, why = _arguments(core, code_map, faults, None, None)
         return Forensics(None, None, (), "", None, (), arguments, _limits(note, *why))
     notes: list[str] = []
     lanes, lane_set = lane_addresses(core, access, faults)
@@ -71,7 +71,7 @@ def examine(
     addresses = [lane.address for lane in lanes if lane.address is not None]
     formula = address_formula(access) if access.address is not None else None
     focus = addresses[0] if addresses and access.space in _POINTER_SPACES else None
-    arguments, why = _arguments(core, code_map, faults, focus)
+    arguments, why = _arguments(core, code_map, faults, focus, access.width_bytes)
     return Forensics(
         access, formula, lanes, lane_set, address_spread(lanes),
         check_addresses(core, access, faults, addresses), arguments, _limits(*notes, *why),
@@ -83,7 +83,11 @@ def _limits(*messages: str) -> tuple[Finding, ...]:
 
 
 def _arguments(
-    core: Coredump, code_map: CodeMap, faults: Sequence[Fault], address: int | None
+    core: Coredump,
+    code_map: CodeMap,
+    faults: Sequence[Fault],
+    address: int | None,
+    width_bytes: int | None,
 ) -> tuple[KernelArguments | None, tuple[str, ...]]:
     """The grid's arguments, or None and the reason there are none."""
     fault = next((f for f in faults if f.grid_id is not None), None)
@@ -94,5 +98,7 @@ def _arguments(
         return None, ("no kernel arguments: the fault names no grid the dump holds",)
     code = grid_code(code_map, grid)
     cubin = code_map.image_bytes(code[0].module) if code else None
-    arguments, why = read_arguments(core, grid, cubin, code[1].name if code else None, address)
+    arguments, why = read_arguments(
+        core, grid, cubin, code[1].name if code else None, address, width_bytes
+    )
     return arguments, (why,) if why else ()

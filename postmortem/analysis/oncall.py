@@ -111,7 +111,7 @@ def _fault_summary(analysis: Analysis, site: FaultSite) -> OnCallSummary:
         parts.site_guess(analysis, site),
         (*parts.site_ruled_out(site), *parts.common_ruled_out(analysis, site)),
         parts.cross_check_step(analysis)
-        or parts.finding_step(site.diagnoses)
+        or parts.finding_step(site.diagnoses, site)
         or parts.dump_step(analysis)
         or parts.localized_step(site, problem_class is ProblemClass.DEVICE_ASSERT),
     )

@@ -205,8 +205,12 @@ def _address_guess(site: FaultSite, unknown: list[str]) -> Statement | None:
         if access.space in ("shared", "local")
         else f"{access.space} {access.kind} at address"
     )
-    nearest = fx.arguments.nearest if fx.arguments else None
-    relation = f" = {nearest.relation} (the nearest pointer argument)" if nearest else ""
+    culprit = fx.arguments.culprit if fx.arguments else None
+    relation = (
+        f" = {culprit.relation} ({fx.arguments.gist})"
+        if culprit and fx.arguments and fx.arguments.gist
+        else ""
+    )
     return Statement(
         f"{what} 0x{lane.address:x} in the first of {len(fx.lanes)} {fx.lane_set}{relation}",
         FORENSICS,
@@ -303,8 +307,9 @@ def _cuda_gdb(check: CrossCheck) -> str:
     return f"cuda-gdb {check.version}" if check.version else "cuda-gdb"
 
 
-def finding_step(diagnoses: Sequence[Finding]) -> Statement | None:
-    """The remedy of the most pressing finding that has one."""
+def finding_step(diagnoses: Sequence[Finding], site: FaultSite | None = None) -> Statement | None:
+    """The remedy of the most pressing finding that has one. Without line info, the argument
+    the faulting address came from is where to look first: it needs no rebuild."""
     for code in _STEP_CODES:
         finding = next((d for d in diagnoses if d.code is code and d.remedy), None)
         if finding is None or finding.remedy is None:
@@ -312,8 +317,21 @@ def finding_step(diagnoses: Sequence[Finding]) -> Statement | None:
         text = finding.remedy
         if code is FindingCode.NO_LINE_INFO:
             text = f"{text}; {_CAPTURE_AGAIN}"
+        if code in (FindingCode.NO_LINE_INFO, FindingCode.LINE_INFO_REMOVED):
+            text = _argument_first(site, text)
         return Statement(text, finding.code.value)
     return None
+
+
+def _argument_first(site: FaultSite | None, remedy: str) -> str:
+    arguments = site.forensics.arguments if site and site.forensics else None
+    if arguments is None or arguments.culprit is None:
+        return remedy
+    culprit = arguments.culprit
+    return (
+        f"check how {culprit.label} is indexed: the faulting address is {culprit.relation} "
+        f"({arguments.gist}); for the source line, {remedy}"
+    )
 
 
 def dump_step(analysis: Analysis) -> Statement | None:
@@ -341,8 +359,8 @@ def localized_step(site: FaultSite, is_assert: bool) -> Statement | None:
     name = site.frame_names[0] if site.frame_names else None
     function = f" in {without_parameters(name.demangled)}" if name else ""
     fx = site.forensics
-    nearest = fx.arguments.nearest if fx and fx.arguments else None
-    reached = f": the faulting access there reached {nearest.relation}" if nearest else ""
+    culprit = fx.arguments.culprit if fx and fx.arguments else None
+    reached = f": the faulting access there reached {culprit.relation}" if culprit else ""
     confirm = (
         "; to confirm on a GPU, rerun the failing input under compute-sanitizer"
         if site.exception in MEMORY_EXCEPTIONS

@@ -74,12 +74,14 @@ def forensics_json(forensics: Forensics | None) -> Json | None:
 def _arguments(arguments: KernelArguments | None) -> Json | None:
     if arguments is None:
         return None
-    nearest = arguments.nearest
+    culprit = arguments.culprit
     return {
         "source": arguments.source,
         "layout": arguments.layout,
-        "items": [_argument(a, a is nearest) for a in arguments.arguments],
-        "attribution": None if nearest is None else f"fault = {nearest.relation}",
+        "items": [_argument(a, a is culprit) for a in arguments.arguments],
+        "attribution": None if culprit is None else f"fault = {culprit.relation}",
+        "reasoning": arguments.reasoning,
+        "runner_up": None if arguments.runner_up is None else arguments.runner_up.relation,
     }
 
 

@@ -136,7 +136,7 @@ def test_an_alloc_image_localizes_like_a_code_image(name, alloc_dumps, nvdisasm)
             site.instruction.text if site.instruction else None,
             [i.text for i in site.window], site.chain,
             [(a.lane, a.address) for a in forensics.lanes] if forensics else None,
-            forensics.arguments.nearest if forensics and forensics.arguments else None,
+            forensics.arguments.culprit if forensics and forensics.arguments else None,
             [(c.check, c.verdict) for c in forensics.checks] if forensics else None,
         )  # fmt: skip
 

@@ -110,12 +110,12 @@ def test_the_address_is_attributed_to_the_argument_it_came_from(path: Path, corp
     first = truth["faulting_lanes"][0]["effective_address"]
     # WHEN the arguments are decoded
     arguments = _site(path, corpus, nvdisasm).forensics.arguments
-    # THEN the nearest pointer is that argument, at the planted distance
+    # THEN the culprit is that argument, at the planted distance
     assert arguments is not None and arguments.layout == ".nv.info"
-    assert arguments.nearest is not None
-    assert arguments.nearest.ordinal == spec["arg"]
-    assert arguments.nearest.value == pointer
-    assert arguments.nearest.distance == first - pointer
+    assert arguments.culprit is not None
+    assert arguments.culprit.ordinal == spec["arg"]
+    assert arguments.culprit.value == pointer
+    assert arguments.culprit.distance == first - pointer
     assert [a.ordinal for a in arguments.arguments] == list(range(len(arguments.arguments)))
 
 
@@ -272,8 +272,8 @@ def test_an_address_just_below_a_pointer_is_attributed_to_it(corpus: Path):
         # WHEN the arguments are read against that address
         arguments, _ = read_arguments(core, grid, cubin, function.name, out - 4)
     # THEN it is arg1 - 0x4
-    assert arguments is not None and arguments.nearest is not None
-    assert (arguments.nearest.ordinal, arguments.nearest.distance) == (1, -4)
+    assert arguments is not None and arguments.culprit is not None
+    assert (arguments.culprit.ordinal, arguments.culprit.distance) == (1, -4)
 
 
 def test_a_repeated_lane_id_does_not_break_the_spread():

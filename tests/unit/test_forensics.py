@@ -53,8 +53,8 @@ def test_a_store_past_its_buffer_is_traced_to_the_pointer_argument(tmp_path):
     assert forensics.lane_set == "faulting lanes"
     assert [a.address for a in forensics.lanes] == [OUT + 0x10_0000 + 4096 * n for n in (3, 4, 5)]
     assert forensics.spread.stride_bytes == 4096
-    assert forensics.arguments.nearest.ordinal == 0
-    assert forensics.arguments.nearest.distance == 0x10_0000 + 3 * 4096
+    assert forensics.arguments.culprit.ordinal == 0
+    assert forensics.arguments.culprit.distance == 0x10_0000 + 3 * 4096
     assert [(c.check, c.verdict) for c in forensics.checks] == [("global-segment", None)]
     assert forensics.notes == ()
 
