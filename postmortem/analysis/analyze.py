@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from postmortem._version import __version__
 from postmortem.analysis.census import CensusRow, fault_census
-from postmortem.analysis.crosscheck import CrossCheck, crosscheck, named_by_gdb
+from postmortem.analysis.crosscheck import CrossCheck, crosscheck, gdb_cannot_read, named_by_gdb
 from postmortem.analysis.fault import FaultSite, LocalizeOptions, localize
 from postmortem.analysis.hang import HangAnalysis, analyze_hang
 from postmortem.analysis.hostjoin import HostJoin, join_host
@@ -31,7 +32,7 @@ from postmortem.host.reader import read_host_logs
 from postmortem.model import Module
 from postmortem.salvage import dump_findings
 from postmortem.summary import DumpSummary, summarize
-from postmortem.tools import ToolChoice
+from postmortem.tools import ToolChoice, find_tool, tool_version
 from postmortem.urls import DumpUrl
 
 
@@ -88,9 +89,14 @@ def analyze_dump(path: Path, options: AnalyzeOptions | None = None) -> Analysis:
     # the analysis early, it is cancelled rather than waited for.
     cancel = threading.Event()
     with ThreadPoolExecutor(max_workers=1) as pool, open_coredump(path) as core:
-        gdb = pool.submit(_run_gdb, path, options, cancel) if options.cuda_gdb else None
+
+        def start_gdb(summary: DumpSummary) -> Future[GdbSession | str] | None:
+            if not options.cuda_gdb:
+                return None
+            return pool.submit(_run_gdb, path, options, cancel, summary)
+
         try:
-            analysis = _analyze(path, core, options, gdb)
+            analysis = _analyze(path, core, options, start_gdb)
         except BaseException:
             cancel.set()
             raise
@@ -106,10 +112,16 @@ def analyze_dump(path: Path, options: AnalyzeOptions | None = None) -> Analysis:
 
 
 def _analyze(
-    path: Path, core: Coredump, options: AnalyzeOptions, gdb: Future[GdbSession | str] | None
+    path: Path,
+    core: Coredump,
+    options: AnalyzeOptions,
+    start_gdb: Callable[[DumpSummary], Future[GdbSession | str] | None],
 ) -> Analysis:
     code_map = CodeMap(core)
     summary = summarize(core, code_map)
+    # Started once the summary says whether it can read the dump (milliseconds in); it then
+    # runs while nvdisasm and the rest of the analysis work.
+    gdb = start_gdb(summary)
     sites = localize(core, options.localize, code_map, summary.faults)
     warps = warp_pcs(core)
     state = gpu_state(core, code_map, warps)
@@ -126,7 +138,7 @@ def _analyze(
         decide(sites, hang, state),
         tool_uses(
             __version__, sites, hang, check, note, transfer_note(core),
-            _choices(options, gdb is not None and not isinstance(path, DumpUrl)),
+            _choices(options, check is not None or (note or "").startswith(_GDB_FAILED)),
         ),
     )  # fmt: skip
 
@@ -168,18 +180,29 @@ def _modules_that_matter(
     return [code[0].module for code in codes if code is not None]
 
 
-def _run_gdb(path: Path, options: AnalyzeOptions, cancel: threading.Event) -> GdbSession | str:
+_GDB_FAILED = "cuda-gdb failed"
+
+
+def _run_gdb(
+    path: Path, options: AnalyzeOptions, cancel: threading.Event, summary: DumpSummary
+) -> GdbSession | str:
     """cuda-gdb's session on the dump, or why there is none."""
     if isinstance(path, DumpUrl):
         return "cuda-gdb not run: it reads local files, and this dump is at a URL"
     try:
+        # A cuda-gdb known not to read this dump would spend seconds saying nothing of it.
+        cannot = gdb_cannot_read(
+            tool_version(find_tool("cuda-gdb", options.cuda_gdb_path)), summary
+        )
+        if cannot is not None:
+            return cannot
         return run_cuda_gdb(
             path, cuda_gdb=options.cuda_gdb_path, timeout=options.localize.timeout, cancel=cancel
         )
     except ToolNotFound as error:
         return f"cuda-gdb not found, so no second opinion; {error.hint}"
     except ToolFailed as error:
-        return f"cuda-gdb failed: {error}"
+        return f"{_GDB_FAILED}: {error}"
 
 
 def _second_opinion(

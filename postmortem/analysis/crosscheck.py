@@ -49,6 +49,54 @@ _REFUSED = frozenset(
 
 # Row sizes cuda-gdb 11.8 assumes (toolchain.md): longer rows are misread by it.
 _OLD_ROW_SIZES = {t.SM_TABLE: 8, t.CTA_TABLE: 24, t.WP_TABLE: 32, t.LN_TABLE: 48}
+_OLD_ROW_TABLES = {t.LAYOUTS[kind].table: size for kind, size in _OLD_ROW_SIZES.items()}
+# The newest cubin ELF ABI cuda-gdb 11 reads: v8 (CUDA 13) stops it ("CUDA ELF Image contains
+# unknown ABI version: 8", toolchain.md).
+_OLD_ABI = 7
+
+
+def gdb_cannot_read(version: str | None, summary: DumpSummary) -> str | None:
+    """Why the cuda-gdb of `version` cannot read this dump, known before running it; None when
+    nothing recorded says so.
+
+    Only what cuda-gdb 11.8 was seen to do is used (toolchain.md, and the dumps of
+    fixtures/foreign/ and fixtures/dumps/ run through it by tests/tools/test_referee.py):
+    it stops at a CUDA ELF ABI v8 cubin, misreads the SM, CTA, warp and lane tables when
+    their rows are longer than the r346/r400 sizes, and refuses a dump whose lanes record
+    exception 1. Of newer versions nothing is known that would skip them.
+    """
+    major = _major(version)
+    if major is None or major >= 12:
+        return None
+    named = f"cuda-gdb {version}"
+    abis = sorted({m.abi_version or 0 for m in summary.modules} - set(range(_OLD_ABI + 1)))
+    if abis:
+        return (
+            f"{named} not run: it reads CUDA ELF ABI v{_OLD_ABI} cubins only, and this dump's "
+            f"are v{abis[-1]} (CUDA 13); it would stop at the first. Use cuda-gdb 13"
+        )
+    longer = [
+        layout.table
+        for layout in summary.layouts
+        if layout.row_size > _OLD_ROW_TABLES.get(layout.table, layout.row_size)
+    ]
+    if longer:
+        return (
+            f"{named} not run: the {', '.join(longer)} rows are longer than it reads them "
+            "(r346/r400 sizes), so its answers would not be this dump's; a newer driver wrote "
+            "it: use a cuda-gdb at least as new"
+        )
+    if any(f.exception == 1 and f.source is FaultSource.LANE for f in summary.faults):
+        return (
+            f"{named} not run: it refuses a dump whose lanes record exception 1 "
+            "(LANE_ILLEGAL_ADDRESS), asking for a memcheck address the dump does not hold"
+        )
+    return None
+
+
+def _major(version: str | None) -> int | None:
+    head = (version or "").split(".", 1)[0]
+    return int(head) if head.isdigit() else None
 
 
 @dataclass(frozen=True, slots=True)
