@@ -8,6 +8,8 @@ sections, near the most that are read without numpy, `elf.SMALL_TABLE`) and on a
 full-H100-shaped one (132 SMs x 64 warps x 32 lanes = 270,336 lanes), the last two with
 r400 rows so that cuda-gdb 11.8 reads them, written by fixtures/builder/large.py into a
 temporary folder. On that one, cuda-gdb and `analyze` (seconds each) run half as often.
+Last, the same H100-shaped dump with r615 rows, which cuda-gdb 11.8 cannot read: `analyze`
+then skips it, and should cost what `analyze --no-gdb` costs.
 
 The package's bytecode is compiled first (into its __pycache__ folders, whatever
 PYTHONDONTWRITEBYTECODE says), as `pip install` does: otherwise every run would pay for
@@ -110,15 +112,28 @@ def main() -> None:
         large = _build(Path(scratch) / "h100.nvcudmp", args.lanes)
         slow = max(1, args.repeat // 2)
         table(f"H100-shaped dump, {args.lanes:,} lanes", large, args.repeat, slow)
+        large.unlink()
+        newer = _build(Path(scratch) / "h100_r615.nvcudmp", args.lanes, "r615")
+        unreadable_to_gdb(newer, slow)
 
 
-def _build(path: Path, lanes: int) -> Path:
+def _build(path: Path, lanes: int, layout: str = "r400") -> Path:
     builder = ROOT / "fixtures" / "builder" / "large.py"
     subprocess.run(
-        [sys.executable, str(builder), str(path), "--layout", "r400", "--lanes", str(lanes)],
+        [sys.executable, str(builder), str(path), "--layout", layout, "--lanes", str(lanes)],
         check=True, cwd=ROOT, stdout=subprocess.DEVNULL,
     )  # fmt: skip
     return path
+
+
+def unreadable_to_gdb(dump: Path, repeat: int) -> None:
+    """`analyze` on a dump the installed cuda-gdb cannot read, against `analyze --no-gdb`."""
+    print(f"\nH100-shaped dump with r615 rows (cuda-gdb 11.8 cannot read them): {dump}")
+    without, _ = measure([*POSTMORTEM, "analyze", str(dump), "--no-gdb"], repeat)
+    with_gdb, _ = measure([*POSTMORTEM, "analyze", str(dump)], repeat)
+    print(f"  {'postmortem analyze --no-gdb':38s} {without:7.3f} s")
+    print(f"  {'postmortem analyze (cuda-gdb skipped)':38s} {with_gdb:7.3f} s  "
+          f"{with_gdb - without:+.3f} s")  # fmt: skip
 
 
 if __name__ == "__main__":
