@@ -1,11 +1,15 @@
-"""Benchmark: the hostile dumps of the security campaign, as whole commands.
+"""Benchmark: the hostile dumps and host logs of the security campaign, as whole commands.
 
 Rebuilds each case from its description (in bench/out/hostile/, in child processes), runs
 `postmortem info` and `postmortem analyze --no-gdb` on it as a user would, and prints the
 wall time, the peak RSS of the command, its exit status and first line of stderr. The bar
 (issue: tolerant reading): every case within 5 s and 512 MiB, a clean one-line outcome.
 
-    python bench/bench_hostile.py [--only NAME]
+The host-log cases (``host:<parser>-<case>``) are the 8 MB logs of crafted lines of
+fixtures/builder/hostile_logs.py, each given to `postmortem analyze --no-gdb --host-log` over
+the oob_store fixture dump; ``host:none`` is that command without a log, for reference.
+
+    python bench/bench_hostile.py [--only NAME] [--hosts-only | --dumps-only]
 """
 
 from __future__ import annotations
@@ -113,6 +117,26 @@ CASES: dict[str, tuple[str, Callable[[Path], None]]] = {
 }
 
 
+def _host_cases() -> dict[str, tuple[str, str] | None]:
+    sys.path.insert(0, str(BUILDER))
+    from hostile_logs import all_cases
+
+    return {"host:none": None, **{f"host:{p}-{c}": (p, c) for p, c in all_cases()}}
+
+
+HOST_CASES = _host_cases()
+
+
+def _host_log(case: tuple[str, str]) -> Path:
+    from hostile_logs import write_log
+
+    path = OUT / "hostlogs" / f"{case[0]}-{case[1]}.log"
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_log(path, *case)
+    return path
+
+
 def run(argv: list[str]) -> tuple[float, int, int, str]:
     """Seconds, peak RSS in bytes, exit status and first stderr line of one command."""
     started = time.perf_counter()
@@ -131,23 +155,37 @@ def run(argv: list[str]) -> tuple[float, int, int, str]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--only", action="append", choices=sorted(CASES))
+    parser.add_argument("--only", action="append", choices=sorted([*CASES, *HOST_CASES]))
+    which = parser.add_mutually_exclusive_group()
+    which.add_argument("--hosts-only", action="store_true", help="only the host-log cases")
+    which.add_argument("--dumps-only", action="store_true", help="only the dump cases")
     args = parser.parse_args()
     OUT.mkdir(parents=True, exist_ok=True)
     postmortem = [sys.executable, "-m", "postmortem"]
-    print(f"{'case':34} {'command':8} {'seconds':>8} {'peak RSS':>10} exit  first line of stderr")
+    print(f"{'case':40} {'command':8} {'seconds':>8} {'peak RSS':>10} exit  first line of stderr")
     worst_seconds, worst_rss = 0.0, 0
+    runs: list[tuple[str, str, list[str]]] = []
     for name, (file, make) in CASES.items():
-        if args.only and name not in args.only:
+        if (args.only and name not in args.only) or args.hosts_only:
             continue
         path = OUT / file
         if not path.exists():
             make(path)
-        for command in (["info"], ["analyze", "--no-gdb"]):
-            seconds, rss, code, first = run([*postmortem, *command, str(path.relative_to(ROOT))])
-            worst_seconds, worst_rss = max(worst_seconds, seconds), max(worst_rss, rss)
-            print(f"{name:34} {command[0]:8} {seconds:8.2f} {rss / 2**20:8.0f} MiB {code:4}  "
-                  f"{first[:90]}")  # fmt: skip
+        shown = str(path.relative_to(ROOT))
+        runs += [
+            (name, command[0], [*command, shown]) for command in (["info"], ["analyze", "--no-gdb"])
+        ]
+    dump = str((DUMPS / "oob_store.nvcudmp").relative_to(ROOT))
+    for name, case in HOST_CASES.items():
+        if (args.only and name not in args.only) or args.dumps_only:
+            continue
+        log = ["--host-log", str(_host_log(case).relative_to(ROOT))] if case else []
+        runs.append((name, "analyze", ["analyze", "--no-gdb", dump, *log]))
+    for name, command, argv in runs:
+        seconds, rss, code, first = run([*postmortem, *argv])
+        worst_seconds, worst_rss = max(worst_seconds, seconds), max(worst_rss, rss)
+        print(f"{name:40} {command:8} {seconds:8.2f} {rss / 2**20:8.0f} MiB {code:4}  "
+              f"{first[:90]}", flush=True)  # fmt: skip
     print(f"worst: {worst_seconds:.2f} s, {worst_rss / 2**20:.0f} MiB "
           f"(bar: 5 s, 512 MiB); this script's own peak: "
           f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB")  # fmt: skip

@@ -53,7 +53,10 @@ _ERRORS: tuple[tuple[str, str], ...] = (
     ("uncorrectable ECC error encountered", "ecc-error"),
 )
 _TRACEBACK = "Traceback (most recent call last):"
-_FRAME = re.compile(r'File "([^"]{1,1024})", line (\d{1,9}), in (.{1,512})$')
+# The function is the rest of the line, of at most `_FUNCTION_CHARS`: checked after the match,
+# since `(.{1,512})$` backtracked over 512 characters at every `File "` of a crafted line.
+_FRAME = re.compile(r'File "([^"]{1,1024})", line (\d{1,9}), in (.+)')
+_FUNCTION_CHARS = 512
 _EXCEPTION_TYPE = re.compile(r"\b([A-Za-z_][\w.]{0,127}(?:Error|Exception)): ")
 _ASYNC = "might be asynchronously reported"
 _ASSERT_AT = ": block: ["
@@ -95,7 +98,7 @@ def _read_line(state: _State, number: int, text: str) -> None:
         state.pending = None
         return
     frame = _FRAME.search(text)
-    if frame is not None:
+    if frame is not None and len(frame.group(3)) <= _FUNCTION_CHARS:
         path, line, function = frame.groups()
         state.frames.append(PythonFrame(path, int(line), function.strip(), None))
         state.pending = (number, text[: frame.start()], path)

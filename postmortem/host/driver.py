@@ -29,7 +29,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
-from postmortem.host.lines import bounded, dim3, hex_int, numbered
+from postmortem.host.lines import between, bounded, dim3, ending_name, hex_int, numbered
 from postmortem.host.model import CoredumpWritten, CudaException, DriverLog, XidEvent
 from postmortem.model import EXCEPTION_NAMES
 
@@ -39,21 +39,26 @@ _NEAR = 6
 
 _XID = re.compile(r"NVRM: Xid \((?:PCI:)?([0-9A-Fa-f:.]{4,20})\): (\d{1,5})(?:,\s*(.*))?$")
 _PID = re.compile(r"\bpid=(\d{1,10})")
-_NAME = re.compile(r"\bname=([^,]{1,128}),")
+_NAME = re.compile(r"\bname=")
 _CHANNEL = re.compile(r"\b(?:Ch ([0-9A-Fa-f]{1,8})\b|channel 0x([0-9A-Fa-f]{1,8})\b)")
 _FAULT_AT = re.compile(r"faulted @ (0x[0-9A-Fa-f_]{1,24})")
-_ENGINE = re.compile(r"MMU Fault: ENGINE (.{1,128}?) faulted @")
+_ENGINE = re.compile(r"MMU Fault: ENGINE ")
 _FAULT_TYPE = re.compile(r"Fault is of type (\S{1,64})(?: (\S{1,64}))?")
 
 _DETECTED = re.compile(r"coredump: Detected an exception of type (\S{1,96}) \((\d{1,10})\)")
-_DETAIL = re.compile(r"coredump:\s+- (Device|SM|Warp|Lane|PC|Block|Thread|Grid):? (.{1,256})$")
+_DETAIL = re.compile(r"coredump:\s+- (Device|SM|Warp|Lane|PC|Block|Thread|Grid):? (.+)")
 # Greedy to the end, then stripped: a lazy path before `\s*$` would cost the square of a
 # line's length (capture reads lines of 64 KiB).
 _WRITING = re.compile(r"coredump: Writing ELF file to (.+)$")
-_GDB_BANNER = re.compile(r"CUDA Exception: (.{1,96}?)\.?\s*$")
-_GDB_SIGNAL = re.compile(r"received signal CUDA_EXCEPTION_(\d{1,3}), (.{1,96}?)\.?\s*$")
-_GDB_PC = re.compile(r"The exception was triggered at PC (0x[0-9A-Fa-f]{1,16})\s*(.{0,2048})$")
-_GDB_FOCUS = re.compile(r"\[(?:Current focus set to|Switching focus to) CUDA kernel (.{1,512})\]")
+# Each pattern takes the rest of the line whole, cut and checked in Python (`ending_name`,
+# `between`): `(.{1,96}?)\.?\s*$` or `\s*(.{0,2048})$` backtracked over the rest of the line
+# at every start, 51 s on an 8 MB log of crafted lines (tests/unit/test_host_linear.py).
+_GDB_BANNER = re.compile(r"CUDA Exception: (.*)")
+_NAME_CHARS = 96
+_MARKER_CHARS = 36  # the longest marker: "received signal CUDA_EXCEPTION_999, "
+_GDB_SIGNAL = re.compile(r"received signal CUDA_EXCEPTION_(\d{1,3}), (.*)")
+_GDB_PC = re.compile(r"The exception was triggered at PC (0x[0-9A-Fa-f]{1,16})(.*)")
+_GDB_FOCUS = re.compile(r"\[(?:Current focus set to|Switching focus to) CUDA kernel ")
 _FOCUS_FIELD = re.compile(r"\b(device|sm) (\d{1,6})")
 
 _CODES = {name.lower(): code for code, name in EXCEPTION_NAMES.items()}
@@ -132,11 +137,10 @@ def _xid(number: int, text: str) -> XidEvent | None:
     if found is None:
         return None
     pci, code, rest = found.group(1), int(found.group(2)), found.group(3) or ""
-    pid, name, channel = _PID.search(rest), _NAME.search(rest), _CHANNEL.search(rest)
-    fault_at, engine, fault_type = (
-        _FAULT_AT.search(rest), _ENGINE.search(rest), _FAULT_TYPE.search(rest),
-    )  # fmt: skip
-    process = name.group(1).strip() if name else None
+    pid, channel = _PID.search(rest), _CHANNEL.search(rest)
+    fault_at, fault_type = _FAULT_AT.search(rest), _FAULT_TYPE.search(rest)
+    name = between(rest, _NAME, ",", 128)
+    process = name.strip() if name and "," not in name else None  # `name=` then no comma
     return XidEvent(
         line=number,
         pci=pci,
@@ -147,7 +151,7 @@ def _xid(number: int, text: str) -> XidEvent | None:
         fault_address=hex_int(fault_at.group(1)) if fault_at else None,
         fault_type=fault_type.group(1) if fault_type else None,
         access_type=fault_type.group(2) if fault_type else None,
-        engine=engine.group(1) if engine else None,
+        engine=between(rest, _ENGINE, " faulted @", 128),
         detail=bounded(rest, 300),
     )
 
@@ -166,7 +170,9 @@ def _progress(state: _State, number: int, text: str) -> None:
         return
     detail = _DETAIL.search(text)
     last = state.exceptions[-1] if state.exceptions else None
-    if detail is None or last is None or last.source != "coredump-progress":
+    if detail is None or len(detail.group(2)) > 256:
+        return
+    if last is None or last.source != "coredump-progress":
         return
     key, value = detail.group(1), detail.group(2).strip()
     state.exceptions[-1] = _with_detail(last, key, value)
@@ -189,22 +195,21 @@ def _with_detail(exception: CudaException, key: str, value: str) -> CudaExceptio
 
 
 def _cuda_gdb(state: _State, number: int, text: str) -> None:
-    focus = _GDB_FOCUS.search(text)
+    focus = between(text, _GDB_FOCUS, "]", 512, longest=True)
     if focus is not None:
         last = _recent_gdb(state, number)
         if last is not None:
-            state.exceptions[-1] = _with_focus(last, focus.group(1))
+            state.exceptions[-1] = _with_focus(last, focus)
         else:
-            state.focus = (number, focus.group(1))
+            state.focus = (number, focus)
         return
-    signal = _GDB_SIGNAL.search(text)
+    signal = _ending(_GDB_SIGNAL, text)
     if signal is not None:
-        _gdb_exception(state, number, int(signal.group(1)), signal.group(2).strip())
+        _gdb_exception(state, number, int(signal[0].group(1)), signal[1])
         return
-    banner = _GDB_BANNER.search(text)
+    banner = _ending(_GDB_BANNER, text)
     if banner is not None:
-        name = banner.group(1).strip()
-        _gdb_exception(state, number, _CODES.get(name.lower()), name)
+        _gdb_exception(state, number, _CODES.get(banner[1].lower()), banner[1])
         return
     pc = _GDB_PC.search(text)
     last = _recent_gdb(state, number)
@@ -213,6 +218,20 @@ def _cuda_gdb(state: _State, number: int, text: str) -> None:
         state.exceptions[-1] = replace(
             last, pc=hex_int(pc.group(1)), function=bounded(function, 2048) if function else None
         )
+
+
+def _ending(pattern: re.Pattern[str], text: str) -> tuple[re.Match[str], str] | None:
+    """The first match of `pattern` (a marker, then the rest of the line) whose rest holds a
+    name that ends the line (`ending_name`), and that name. Only a marker within
+    `_NAME_CHARS` of the end can be followed by one: the search starts there."""
+    end = len(text.rstrip())
+    found = pattern.search(text, max(0, end - _NAME_CHARS - _MARKER_CHARS - 1))
+    while found is not None:
+        name = ending_name(found.group(found.lastindex or 0), _NAME_CHARS)
+        if name is not None:
+            return found, name
+        found = pattern.search(text, found.start() + 1)
+    return None
 
 
 def _gdb_exception(state: _State, number: int, code: int | None, name: str) -> None:

@@ -1,7 +1,11 @@
-"""Lines of a host log as every parser walks them: numbered, bounded, header skipped.
+r"""Lines of a host log as every parser walks them: numbered, bounded, header skipped.
 
 A parser sees each line at most `MAX_LINE_CHARS` long, so a multi-megabyte line without a
-newline costs no more than a short one, and no pattern can be driven into long work by it.
+newline costs no more than a short one. Within a line, every parser runs in time linear in
+its length: no pattern has a repeat next to another that can match the same characters
+(``\s*(.{0,N})$``, ``(.{1,N}?)\.?\s*$``), which backtracks over the rest of the line at
+every start. A piece between two markers is cut with `between`, a name that ends the line
+with `ending_name`.
 A recorded excerpt may start with ``# source:`` / ``# note:`` lines saying where it came
 from; they are not log text and no parser reads them.
 """
@@ -29,6 +33,41 @@ def numbered(lines: Iterable[str]) -> Iterator[tuple[int, str]]:
             continue
         in_header = False
         yield number, text
+
+
+def between(
+    text: str, before: re.Pattern[str], after: str, limit: int, *, longest: bool = False
+) -> str | None:
+    """The 1 to `limit` characters between the first match of `before` and the first `after`
+    past them (with `longest`, the last `after` within `limit`); None when there is none.
+
+    Like ``before(.{1,limit}?)after`` (``before(.{1,limit})after`` with `longest`), but at
+    the first `before` only, and in time linear in the line: such a pattern backtracks over
+    `limit` characters at each of the line's `before`s.
+    """
+    found = before.search(text)
+    if found is None:
+        return None
+    start = found.end()
+    find = text.rfind if longest else text.find
+    end = find(after, start + 1, start + limit + len(after))
+    return text[start:end] if end >= 0 else None
+
+
+def ending_name(text: str, limit: int) -> str | None:
+    r"""The name that `text` (the rest of a line) holds, without the blanks around it and one
+    full stop at its end (``Warp Illegal Address.``): empty when `text` is blank, None when
+    `text` is empty or the name is over `limit` characters before its leading blanks go.
+
+    What ``(.{1,limit}?)\.?\s*$`` finds, stripped, in time linear in the line (that pattern
+    tries every length of the name against the rest of the line).
+    """
+    name = text.rstrip()
+    if len(name) > 1:
+        name = name.removesuffix(".")
+    if not name:
+        return "" if text else None
+    return name.strip() if len(name) <= limit else None
 
 
 def dim3(text: str | None, *, brackets: bool = False) -> tuple[int, int, int] | None:
