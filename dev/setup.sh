@@ -37,6 +37,8 @@ pip_install() {
     fi
 }
 pip_install --upgrade pip
+# The distribution is cuda-postmortem; a venv made before the rename holds it as "postmortem".
+"$VENV/bin/python" -m pip uninstall -y -q postmortem >/dev/null 2>&1 || true
 if [ "${1:-}" = test ]; then
     # dask and sentry: the optional extras, tested like the rest.
     pip_install -e ".[tools,dev,fixtures,dask,sentry]"

@@ -105,7 +105,7 @@ _debug_option = click.option("--debug", is_flag=True, help="Show the traceback o
 _sentry_option = click.option(
     "--sentry-dsn", metavar="DSN", envvar="POSTMORTEM_SENTRY_DSN",
     help="Send one event per dump to this Sentry project, grouped by crash signature, with the "
-    "Markdown report attached (needs postmortem[sentry]; default: $POSTMORTEM_SENTRY_DSN).",
+    "Markdown report attached (needs the sentry extra; default: $POSTMORTEM_SENTRY_DSN).",
 )  # fmt: skip
 
 
@@ -540,7 +540,7 @@ def extract(core: Path, out_dir: Path, force: bool, debug: bool) -> None:
     default="local",
     show_default=True,
     help="Where the dumps are analyzed: worker processes here, or the workers of an existing "
-    "Dask cluster, which read the dumps at the same paths (needs postmortem[dask]).",
+    "Dask cluster, which read the dumps at the same paths (needs the dask extra).",
 )
 @click.option("--scheduler", metavar="tcp://HOST:PORT", help="The Dask scheduler (--engine dask).")
 @_sentry_option

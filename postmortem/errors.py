@@ -15,6 +15,8 @@ from enum import IntEnum
 from pathlib import Path
 from typing import ClassVar
 
+from postmortem._version import DISTRIBUTION
+
 
 class ExitStatus(IntEnum):
     """How a command ends (stable: scripts and CI rely on it)."""
@@ -322,12 +324,12 @@ class MissingExtra(PostmortemError):
 
     def __str__(self) -> str:
         return (
-            f"{self.option} needs postmortem's {self.extra} extra ({self.package} is not installed)"
+            f"{self.option} needs the {self.extra} extra ({self.package} is not installed)"
         )
 
     @property
     def hint(self) -> str | None:  # type: ignore[override]
-        return f"pip install 'postmortem[{self.extra}]'"
+        return f"pip install '{DISTRIBUTION}[{self.extra}]'"
 
 
 @dataclass(eq=False)

@@ -51,7 +51,7 @@ class RemoteFile:
             info = self._fs.info(self._key)
         except ImportError:
             raise UnreadableFile(
-                path, "reading a URL needs fsspec: pip install 'postmortem[remote]'"
+                path, "reading a URL needs fsspec: pip install 'cuda-postmortem[remote]'"
             ) from None
         except Exception as error:  # noqa: BLE001 - every store raises its own errors
             raise UnreadableFile(path, _describe(error)) from None

@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -50,7 +51,7 @@ def build_wheel(source: Path, out: Path) -> Path:
         run([sys.executable, "-m", "build", "--wheel", "--outdir", out, source], cwd=source)
     else:
         run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-w", out, source], cwd=source)
-    (wheel,) = out.glob("postmortem-*.whl")
+    (wheel,) = out.glob("cuda_postmortem-*.whl")
     return wheel
 
 
@@ -161,3 +162,31 @@ print(json.dumps([light, versions, analysis.verdict.kind.value, schemas]))
     assert version == distribution_version
     assert kind == "fault"
     assert schemas == ["postmortem.info/1", "postmortem.signature/1"]
+
+
+def _install_blocks() -> list[str]:
+    """The shell blocks of the README's "Installing" section, as written."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = text.split("\n## Installing\n", 1)[1].split("\n## ", 1)[0]
+    return re.findall(r"```sh\n(.*?)```", section, flags=re.DOTALL)
+
+
+def test_the_readme_has_a_clone_and_a_wheel_install_block():
+    blocks = _install_blocks()
+    assert len(blocks) == 2
+    assert "pip install '.[tools]'" in blocks[0]
+    assert "cuda_postmortem-*.whl)[tools]" in blocks[1]
+
+
+@pytest.mark.parametrize("block", [0, 1], ids=["from-the-clone", "from-a-wheel"])
+def test_each_readme_install_block_works_as_written(block, tmp_path):
+    # GIVEN a clean copy of the checkout (what a fresh clone holds), fixtures included
+    clone = tmp_path / "clone"
+    skip = tuple(p for p in NOT_BUILT if p not in ("fixtures",))
+    shutil.copytree(ROOT, clone, ignore=shutil.ignore_patterns(*skip))
+    # WHEN the block runs there, line by line, as a user pastes it
+    out = run(["sh", "-eu", "-c", _install_blocks()[block]], cwd=clone, timeout=900)
+    # THEN its last line, an analysis of the sample dump, found the fault with nvdisasm's help:
+    # the tools extra was installed
+    assert "oob_kernel" in out
+    assert "STG.E" in out

@@ -257,8 +257,8 @@ def test_without_the_extra_engine_dask_is_a_one_line_error(tmp_path):
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert result.returncode == 2
     (line,) = result.stderr.splitlines()
-    assert "--engine dask needs postmortem's dask extra (distributed is not installed)" in line
-    assert "pip install 'postmortem[dask]'" in line
+    assert "--engine dask needs the dask extra (distributed is not installed)" in line
+    assert "pip install 'cuda-postmortem[dask]'" in line
 
 
 def test_engine_dask_needs_a_scheduler_and_a_scheduler_needs_engine_dask(tmp_path):

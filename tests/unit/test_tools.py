@@ -90,13 +90,13 @@ def test_not_found_lists_every_place_and_hint(clean_env, tmp_path):
         find_tool("nvdisasm")
     error = info.value
     assert error.searched[:3] == ("$PATH", str(tmp_path / "cuda" / "bin"), "/usr/local/cuda/bin")
-    assert error.hint == "pip install 'postmortem[tools]'"
+    assert error.hint == "pip install 'cuda-postmortem[tools]'"
     assert "nvdisasm not found" in str(error)
 
 
 def test_install_hints():
     assert "nvidia-cuda-gdb" in install_hint("cuda-gdb") and "non-free" in install_hint("cuda-gdb")
-    assert install_hint("cuobjdump") == "pip install 'postmortem[tools]'"
+    assert install_hint("cuobjdump") == "pip install 'cuda-postmortem[tools]'"
 
 
 @pytest.mark.parametrize(
