@@ -323,9 +323,7 @@ class MissingExtra(PostmortemError):
     """The package found missing, e.g. "distributed"."""
 
     def __str__(self) -> str:
-        return (
-            f"{self.option} needs the {self.extra} extra ({self.package} is not installed)"
-        )
+        return f"{self.option} needs the {self.extra} extra ({self.package} is not installed)"
 
     @property
     def hint(self) -> str | None:  # type: ignore[override]
