@@ -162,8 +162,10 @@ class _Commands(click.Group):
 def main(ctx: click.Context) -> None:
     """postmortem: CUDA GPU coredumps turned into answers, on any machine.
 
-    Exit status: 0 done, 1 internal error, 2 unreadable input (not a CUDA coredump,
-    truncated, corrupt), 3 an external tool failed.
+    Exit status: 0 done; 1 internal error; 2 unreadable input (not a CUDA coredump,
+    truncated, corrupt) or a bad option; 3 an external tool failed; 4 scan or several dumps:
+    some were unreadable; 5 trigger: nothing read the pipe or no dump came in time; 126, 127
+    capture: the command cannot be run or was not found; 130 interrupted.
 
     Settings (source dirs, path maps, tool paths, rules) may be kept in
     $XDG_CONFIG_HOME/postmortem/postmortem.toml or a project's pyproject.toml
@@ -364,8 +366,7 @@ def analyze(
     for core in cores:
         _check_core(core, debug)
     core = cores[0]
-    if output is not None and str(output) == "-":
-        output = None
+    output = _file_or_stdout(output)
     fmt = fmt or (format_of(output) if output is not None else None) or "text"
     from postmortem.commands import (
         analyze_options,
@@ -422,14 +423,20 @@ def _warn(line: str) -> None:
     click.echo(escape_controls(f"warning: {line}"), err=True)
 
 
+def _file_or_stdout(output: Path | None) -> Path | None:
+    """`-o -` is standard output, as for most commands that write files."""
+    return None if output is not None and str(output) == "-" else output
+
+
 def _wants_color(choice: str, stream: Any) -> bool:
-    """--color always/never; auto: FORCE_COLOR, else not NO_COLOR and a terminal
-    (https://no-color.org, https://force-color.org)."""
+    """--color always/never; auto: FORCE_COLOR, else not NO_COLOR, a terminal, and not one
+    that says it cannot show colour (TERM=dumb) (https://no-color.org,
+    https://force-color.org)."""
     if choice != "auto":
         return choice == "always"
     if os.environ.get("FORCE_COLOR", "") not in ("", "0"):
         return True
-    if os.environ.get("NO_COLOR", ""):
+    if os.environ.get("NO_COLOR", "") or os.environ.get("TERM") == "dumb":
         return False
     return bool(stream.isatty())
 
@@ -591,7 +598,7 @@ def scan(
     from postmortem.scan import cli_support as scan_cli
 
     settings = scan_cli.ScanSettings(
-        fmt=fmt, jobs=jobs, output=output, reports_dir=reports_dir,
+        fmt=fmt, jobs=jobs, output=_file_or_stdout(output), reports_dir=reports_dir,
         report_format=report_format, jsonl=jsonl, since=since, timeout_s=timeout, rules=rules,
         name_patterns=name_patterns, follow_symlinks=follow_symlinks, cache_path=cache_path,
         use_cache=not no_cache, engine=engine, scheduler=scheduler, sentry_dsn=sentry_dsn,
