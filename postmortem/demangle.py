@@ -11,6 +11,11 @@ runs ldconfig, which cost every command 15 ms of start-up.
 The driver joins some names with `$` (`$_Z17scatter_survivorsPfi$_Z10write_slotPfi`): no
 demangler reads that whole, so each part is demangled on its own and the parts are joined
 with ` $ ` (`scatter_survivors(float*, int) $ write_slot(float*, int)`).
+
+Every shorter form of a name is made here, so that a heading, a signature and a match of
+names never read one name two ways: the name as a backtrace shows it (`without_parameters`),
+the short form for headings (`collapse_templates`, template arguments as `<…>`), the form
+signatures group by (`normalize_name`, `<>`) and the function's own name (`base_name`).
 """
 
 from __future__ import annotations
@@ -132,31 +137,27 @@ def _try(demangler: Callable[[str], str], name: str) -> str | None:
         return None
 
 
+# The short forms of a demangled name. One walk over the template argument lists serves
+# them all, and it reads an operator's name (`operator<`, `operator->`, `operator()`) and an
+# arrow (`decltype(p->x)`) as one piece, so that their brackets open and close nothing.
+_OPERATOR = re.compile(
+    r"operator(?:\(\)|\[\]|<=>|<<=|>>=|<<|>>|<=|>=|->\*|->|&&|\|\||\+\+|--|[-+*/%^&|~!=<>,]=?)"
+)
+_QUALIFIERS = (" const", " volatile")
+_OPENING = "<([{"
+_CLOSING = ">)]}"
+ELLIPSIS = "…"
+"""What `collapse_templates` shows in place of a template argument list."""
+
+
 def without_parameters(demangled: str) -> str:
     """`void ns::k<int>(float*, int)` → `ns::k<int>`: the name as a backtrace shows it.
 
-    Each part of a `$`-joined name loses its own: ``a(int) $ b()`` → ``a $ b``.
+    A method's qualifiers go with its parameters (``F<int>::operator()(int) const`` →
+    ``F<int>::operator()``). Each part of a `$`-joined name loses its own: ``a(int) $ b()``
+    → ``a $ b``.
     """
-    if JOIN in demangled:
-        return JOIN.join(_without_parameters(part) for part in demangled.split(JOIN))
-    return _without_parameters(demangled)
-
-
-def _without_parameters(demangled: str) -> str:
-    name = demangled.removeprefix("void ")
-    if not name.endswith(")"):
-        return name
-    depth = 0
-    for index in range(len(name) - 1, -1, -1):
-        depth += {")": 1, "(": -1}.get(name[index], 0)
-        if depth == 0:
-            return name[:index]
-    return name
-
-
-# An operator's name at the start of a token, so `operator<` or `operator->` opens no list.
-_OPERATOR = re.compile(r"operator(?:<=>|<<=|>>=|<<|>>|<=|>=|->\*|->|<|>)")
-ELLIPSIS = "…"
+    return JOIN.join(_drop_parameters(part.removeprefix("void ")) for part in demangled.split(JOIN))
 
 
 def collapse_templates(name: str) -> str:
@@ -164,34 +165,110 @@ def collapse_templates(name: str) -> str:
 
     ``void ns::k<ns::T<4>, 8>(ns::T<4>::Params)`` → ``void ns::k<…>(ns::T<…>::Params)``: the
     short form of a long name, for headings and titles. A name whose angle brackets do not
-    pair up (``operator<`` aside) is returned as it is.
+    pair up (an operator's aside) is returned as it is.
     """
+    return _collapse(name, ELLIPSIS)
+
+
+def normalize_name(name: str) -> str:
+    """A C++ name for grouping: demangled, templates collapsed, parameters and return type gone.
+
+    ``void ns::k<float, 4>(float*, int)`` → ``ns::k<>``; ``float relu<float>(float)`` →
+    ``relu<>``. A name given mangled is demangled only when it is one mangled name (``_Z…``).
+    Of a `$`-joined name only the last part is kept: the parts before it name its scope
+    (``stencil_kernel(float const*, float*, int) $ tile`` → ``tile``).
+    """
+    text = demangle(name) if name.startswith("_Z") else name
+    text = _drop_parameters(text.rpartition(JOIN)[2].strip())
+    return _after_last(_collapse(text, ""), " ")
+
+
+def base_name(name: str) -> str:
+    """A function's own name, mangled or not: no return type, scope, template arguments or
+    parameters (``void at::native::k<4, F>(int, F)`` → ``k``;
+    ``ns::F<int>::operator()(int) const`` → ``operator()``)."""
+    return _after_last(normalize_name(demangle(name)), "::").removesuffix("<>").rstrip()
+
+
+def _drop_parameters(name: str) -> str:
+    # `name` without its parameter list and the qualifiers after it, or as it is when it has
+    # none: `(anonymous namespace)` alone, or an `operator()` with nothing after it.
+    text = name
+    while text.endswith(_QUALIFIERS):
+        text = text.rpartition(" ")[0]
+    if not text.endswith(")"):
+        return name
+    depth = 0
+    for index in range(len(text) - 1, -1, -1):
+        depth += {")": 1, "(": -1}.get(text[index], 0)
+        if depth == 0:
+            head = text[:index]
+            return head if head.strip() and not head.endswith("operator") else name
+    return name
+
+
+def _collapse(name: str, shown: str) -> str:
+    # Each outermost template argument list of `name` replaced by `<shown>`; `name` itself
+    # when its angle brackets do not pair up.
     out: list[str] = []
     depth = 0
     index = 0
     while index < len(name):
-        operator = _OPERATOR.match(name, index)
-        if operator and (index == 0 or not (name[index - 1].isalnum() or name[index - 1] == "_")):
+        end = _piece_end(name, index)
+        if end is not None:
             if depth == 0:
-                out.append(operator.group(0))
-            index = operator.end()
+                out.append(name[index:end])
+            index = end
             continue
         char = name[index]
-        if name.startswith("->", index):  # `decltype(p->x)` in an argument: no bracket
-            out.append("->" if depth == 0 else "")
-            index += 2
-            continue
         if char == "<":
-            if depth == 0:
-                out.append("<" + ELLIPSIS)
+            out.append("<" + shown if depth == 0 else "")
             depth += 1
         elif char == ">":
             depth -= 1
             if depth < 0:
                 return name
-            if depth == 0:
-                out.append(">")
+            out.append(">" if depth == 0 else "")
         elif depth == 0:
             out.append(char)
         index += 1
     return name if depth else "".join(out)
+
+
+def _after_last(text: str, separator: str) -> str:
+    # What follows the last `separator` outside every bracket and before an operator's name
+    # (whose own spaces and scopes, `operator new`, `operator ns::T`, separate nothing).
+    depth = 0
+    start = 0
+    index = 0
+    while index < len(text):
+        if depth == 0 and text.startswith("operator", index) and _starts_word(text, index):
+            break
+        end = _piece_end(text, index)
+        if end is not None:
+            index = end
+            continue
+        if text[index] in _OPENING:
+            depth += 1
+        elif text[index] in _CLOSING:
+            depth = max(depth - 1, 0)
+        elif depth == 0 and text.startswith(separator, index):
+            start = index + len(separator)
+            index = start
+            continue
+        index += 1
+    return text[start:] or text
+
+
+def _piece_end(name: str, index: int) -> int | None:
+    # The end of the operator's name or the arrow that starts at `index`, or None.
+    if name.startswith("->", index):
+        return index + 2
+    if not name.startswith("operator", index) or not _starts_word(name, index):
+        return None
+    match = _OPERATOR.match(name, index)
+    return match.end() if match else None
+
+
+def _starts_word(name: str, index: int) -> bool:
+    return index == 0 or not (name[index - 1].isalnum() or name[index - 1] == "_")

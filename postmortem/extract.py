@@ -22,6 +22,7 @@ from typing import Any
 from postmortem.codemap import CodeMap, find_faults
 from postmortem.coredump import Coredump
 from postmortem.cubin.inspect import CubinSummary, summarize_cubin
+from postmortem.demangle import base_name
 from postmortem.errors import OutputExists, OutputIsSymlink, OutputUnwritable
 from postmortem.model import Image, Module
 from postmortem.report.render import render
@@ -217,5 +218,4 @@ def _describe(
 
 def _file_stem(demangled: str) -> str:
     """`void ns::gemm<float, 4>(Params)` → `gemm`: short, and safe in a file name."""
-    base = demangled.split("(", 1)[0].split("<", 1)[0].split("::")[-1].split(" ")[-1]
-    return re.sub(r"[^A-Za-z0-9_.-]", "_", base)[:_MAX_STEM] or "kernel"
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", base_name(demangled))[:_MAX_STEM] or "kernel"

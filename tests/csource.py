@@ -10,8 +10,6 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from postmortem.demangle import demangle
-
 _CONTROL = {"if", "for", "while", "switch", "do", "else", "catch", "return"}
 _SCOPES = re.compile(r"^(?:template\s*<.*>\s*)?(?:namespace|struct|class|union|enum)\b", re.S)
 _NAME = re.compile(r"(operator\s*\(\s*\)|operator\s*[^\s(]+|~?[A-Za-z_]\w*)\s*\(")
@@ -53,15 +51,3 @@ def _function_name(header: str) -> str | None:
     if match is None or match.group(1) in _CONTROL:
         return None
     return re.sub(r"\s+", "", match.group(1))
-
-
-def base_name(mangled: str) -> str:
-    """`ns::Epilogue<…>::operator()(float) const` → `operator()`: the function's own name."""
-    text = demangle(mangled).replace("operator()", "operator\x00")
-    for opening, closing in ("()", "<>"):
-        previous = None
-        while previous != text:
-            previous = text
-            text = re.sub(rf"\{opening}[^{opening}{closing}]*\{closing}", "", text)
-    text = text.removesuffix(" const").split(" ")[-1]
-    return text.split("::")[-1].replace("operator\x00", "operator()")

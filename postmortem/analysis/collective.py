@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import re
 
-from postmortem.analysis.signature import normalize_name
+from postmortem.demangle import base_name
 
 _COLLECTIVE_NAMES = (
     re.compile(r"^nccl\w*Kernel"),
@@ -33,12 +33,6 @@ _COLLECTIVE_NAMES = (
     re.compile(r"(?:^|[^a-z])(?:all_?reduce|all_?gather|reduce_?scatter|all_?to_?all)"),
     re.compile(r"AllReduce|AllGather|ReduceScatter|AllToAll|Alltoall"),
 )
-
-
-def base_name(name: str) -> str:
-    """A kernel's last name component, mangled or not: ``ns::k<int>(float*)`` → ``k``."""
-    normalized = normalize_name(name)
-    return normalized.rpartition("::")[2].replace("<>", "")
 
 
 def is_collective(name: str | None) -> bool:

@@ -13,7 +13,7 @@ import re
 from collections.abc import Iterable, Sequence
 
 from postmortem.analysis.address import LaneAddress
-from postmortem.demangle import ELLIPSIS, collapse_templates, demangle, without_parameters
+from postmortem.demangle import base_name, demangle, without_parameters
 from postmortem.model import Dim3
 
 PAGE_BYTES = 4096
@@ -36,13 +36,6 @@ _GENERIC = frozenset({
     "__call__", "call", "run", "kernel", "kernels", "_c", "module", "model",
 })  # fmt: skip
 _SPLIT = re.compile(r"[.:]+")
-
-
-def base_name(name: str) -> str:
-    """``void at::native::k<4, F>(int, F)`` → ``k``: no namespaces, templates, parameters."""
-    short = collapse_templates(without_parameters(name.strip()))
-    short = short.replace("<" + ELLIPSIS + ">", "")
-    return short.rsplit("::", 1)[-1].strip()
 
 
 def match_kernel(host: str, mangled: str) -> str | None:

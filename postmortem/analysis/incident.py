@@ -24,10 +24,11 @@ from enum import Enum
 from pathlib import Path
 
 from postmortem.analysis.analyze import Analysis, AnalyzeOptions, analyze_dump
-from postmortem.analysis.collective import base_name, is_collective
+from postmortem.analysis.collective import is_collective
 from postmortem.analysis.oncall import OnCallSummary, oncall_summary
 from postmortem.analysis.signature import compute_signature, load_rules, signature_input
 from postmortem.coredump.remote import stored_mtime
+from postmortem.demangle import base_name
 from postmortem.errors import NoGpuState, PostmortemError
 from postmortem.urls import DumpUrl
 

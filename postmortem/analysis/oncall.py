@@ -16,14 +16,14 @@ from enum import Enum
 
 from postmortem.analysis import oncall_evidence as parts
 from postmortem.analysis.analyze import Analysis
-from postmortem.analysis.collective import base_name, is_collective
+from postmortem.analysis.collective import is_collective
 from postmortem.analysis.counts import count_faults
 from postmortem.analysis.fault import FaultSite
 from postmortem.analysis.hang import StuckGroup
 from postmortem.analysis.oncall_evidence import NATIVE, BestGuess, Statement
 from postmortem.analysis.state import KernelState
 from postmortem.analysis.verdict import site_title
-from postmortem.demangle import collapse_templates, demangle
+from postmortem.demangle import base_name, collapse_templates, demangle
 from postmortem.findings import Finding, FindingCode
 from postmortem.model import FaultSource
 

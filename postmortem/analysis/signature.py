@@ -38,7 +38,7 @@ from typing import Any
 from postmortem.analysis.analyze import Analysis
 from postmortem.analysis.source import PathMap
 from postmortem.cubin.sass import SourceFrame
-from postmortem.demangle import demangle
+from postmortem.demangle import normalize_name
 from postmortem.model import describe_exception
 from postmortem.safefile import read_regular
 
@@ -51,13 +51,6 @@ _KEY_PARTS = {
     1: ("exception", "kernel", "offset", "frames"),
     2: ("exception", "kernel", "offset", "function", "frames"),
 }
-
-_OPEN = {"<": ">", "(": ")", "[": "]", "{": "}"}
-_CLOSE = {v: k for k, v in _OPEN.items()}
-# `operator<<`, `operator()`, `operator<=>`: the symbol belongs to the name, it opens no template
-_OPERATOR = re.compile(
-    r"operator(?:\(\)|\[\]|<=>|<<=|>>=|<<|>>|<=|>=|->\*|->|&&|\|\||\+\+|--|[-+*/%^&|~!=<>,]=?) *"
-)
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,67 +173,6 @@ class Signature:
     components: tuple[str, ...]
     """Which parts contributed: exception, kernel, offset, frames."""
     quality: Quality
-
-
-def normalize_name(name: str) -> str:
-    """A C++ name for grouping: demangled, templates collapsed, parameters and return type gone.
-
-    ``void ns::k<float, 4>(float*, int)`` → ``ns::k<>``; ``float relu<float>(float)`` → ``relu<>``.
-    """
-    text = demangle(name) if name.startswith("_Z") else name
-    text = _collapse(_drop_parameters(text.strip()))
-    return _last_word(text)
-
-
-def _drop_parameters(text: str) -> str:
-    text = text.removesuffix(" const").removesuffix(" volatile")
-    if not text.endswith(")"):
-        return text
-    depth = 0
-    for index in range(len(text) - 1, -1, -1):
-        char = text[index]
-        depth += 1 if char == ")" else -1 if char == "(" else 0
-        if depth == 0:
-            head = text[:index]
-            # `(anonymous namespace)` alone, or a cast-like name: keep it as it is
-            return head if head.strip() else text
-    return text
-
-
-def _collapse(text: str) -> str:
-    out: list[str] = []
-    depth = 0
-    index = 0
-    while index < len(text):
-        operator = _OPERATOR.match(text, index) if depth == 0 else None
-        if operator and (index == 0 or not (text[index - 1].isalnum() or text[index - 1] == "_")):
-            out.append(operator.group(0).rstrip())
-            index = operator.end()
-            continue
-        char = text[index]
-        if char == "<":
-            out.append("<>" if depth == 0 else "")
-            depth += 1
-        elif char == ">" and depth > 0:
-            depth -= 1
-        elif depth == 0:
-            out.append(char)
-        index += 1
-    return "".join(out)
-
-
-def _last_word(text: str) -> str:
-    # The return type comes first, separated by a space outside any brackets.
-    depth = 0
-    start = 0
-    for index, char in enumerate(text):
-        if char in _OPEN:
-            depth += 1
-        elif char in _CLOSE:
-            depth = max(depth - 1, 0)
-        elif char == " " and depth == 0 and not text.startswith("operator", index + 1):
-            start = index + 1
-    return text[start:] or text
 
 
 def normalize_path(file: str, path_maps: Sequence[PathMap] = ()) -> str:

@@ -22,9 +22,10 @@ from postmortem.cubin.inspect import summarize_cubin
 from postmortem.cubin.lines import read_line_table
 from postmortem.cubin.nvdisasm import build_nvdisasm_argv
 from postmortem.cubin.sass import parse_sass
+from postmortem.demangle import base_name
 from postmortem.errors import MalformedElf
 from tests.conftest import FIXTURES
-from tests.csource import base_name, enclosing_function
+from tests.csource import enclosing_function
 from tests.tooling import require_nvcc, require_tool
 
 sys.path.insert(0, str(FIXTURES / "builder"))

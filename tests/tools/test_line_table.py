@@ -17,9 +17,10 @@ from postmortem.cubin.inspect import summarize_cubin
 from postmortem.cubin.lines import read_line_table
 from postmortem.cubin.nvdisasm import build_nvdisasm_argv
 from postmortem.cubin.sass import parse_sass
+from postmortem.demangle import base_name
 from postmortem.gdb import Parsed, parse_backtrace
 from tests.conftest import DUMPS, FIXTURES
-from tests.csource import base_name, enclosing_function
+from tests.csource import enclosing_function
 from tests.tooling import TRANSCRIPTS, load_transcript, require_nvcc, require_tool
 
 sys.path.insert(0, str(FIXTURES / "builder"))

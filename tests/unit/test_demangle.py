@@ -1,11 +1,18 @@
-"""Kernel names for people: demangled (also when the driver joined several with `$`), and
-shortened for headings with every outermost template argument list collapsed to `<…>`."""
+"""Kernel names: demangled (also when the driver joined several with `$`), and shortened:
+for headings with every outermost template argument list collapsed to `<…>`, for signatures
+to `<>` with the parameters and the return type gone, and to the function's base name."""
 
 from __future__ import annotations
 
 import pytest
 
-from postmortem.demangle import collapse_templates, demangle, without_parameters
+from postmortem.demangle import (
+    base_name,
+    collapse_templates,
+    demangle,
+    normalize_name,
+    without_parameters,
+)
 
 
 @pytest.mark.parametrize(
@@ -50,6 +57,22 @@ def test_each_joined_part_loses_its_own_parameters():
 @pytest.mark.parametrize(
     ("name", "short"),
     [
+        # a method's qualifiers go with its parameters
+        ("ns::Foo<int>::operator()(int) const", "ns::Foo<int>::operator()"),
+        ("void f() const volatile", "f"),
+        # parentheses that are the name, not a parameter list
+        ("(anonymous namespace)", "(anonymous namespace)"),
+        ("ns::Foo::operator()", "ns::Foo::operator()"),
+        ("void (anonymous namespace)::k<int>(int*)", "(anonymous namespace)::k<int>"),
+    ],
+)
+def test_parameters_go_and_the_name_stays(name, short):
+    assert without_parameters(name) == short
+
+
+@pytest.mark.parametrize(
+    ("name", "short"),
+    [
         (
             "void ns::k<ns::T<4>, 8>(ns::T<4>::Params)",
             "void ns::k<…>(ns::T<…>::Params)",
@@ -73,9 +96,111 @@ def test_template_argument_lists_collapse_to_an_ellipsis(name, short):
     assert collapse_templates(name) == short
 
 
-@pytest.mark.parametrize("name", ["broken<int", "broken>int", "a<b>>c"])
-def test_a_name_whose_brackets_do_not_pair_up_is_kept_whole(name):
-    assert collapse_templates(name) == name
+def _cutlass_like(length):
+    """A kernel name of at least `length` characters, template arguments nested ten deep."""
+    shape = "cutlass::gemm::GemmShape<128, 128, 64>"
+    inner = shape
+    for depth in range(10):
+        inner = f"cutlass::layer{depth}::Stage<{inner}, cute::tuple<cute::C<{depth}>, {shape}>>"
+    arguments = ", ".join([inner] * -(-length // len(inner)))
+    return (
+        f"void cutlass::device_kernel<cutlass::gemm::kernel::GemmUniversal<{arguments}>>("
+        "cutlass::gemm::kernel::GemmUniversal<cutlass::Params>::Params)"
+    )
+
+
+# name: (short form for headings, normalized form for signatures, base name). Where the
+# copies this replaced disagreed, the answer chosen is here: an operator's `<`, `>` or `->`
+# and the arrow in `decltype(p->x)` open and close no list; the normalized form keeps the
+# space the demangler puts between an operator and its own template list (`operator< <>`,
+# not `operator<<>`); a name whose brackets do not pair is kept whole in every form; the
+# base name of a `$`-joined name is its last part's (the parts before it name its scope),
+# with no return type or method qualifiers left.
+SHORT_FORMS = [
+    ("ns::operator< <int>(ns::V<int> const&)",
+     ("ns::operator< <…>(ns::V<…> const&)", "ns::operator< <>", "operator<")),
+    ("bool ns::operator<(ns::V const&, ns::V const&)",
+     ("bool ns::operator<(ns::V const&, ns::V const&)", "ns::operator<", "operator<")),
+    ("bool operator==(ns::A const&, ns::A const&)",
+     ("bool operator==(ns::A const&, ns::A const&)", "operator==", "operator==")),
+    ("ns::Vec::operator<<(int)",
+     ("ns::Vec::operator<<(int)", "ns::Vec::operator<<", "operator<<")),
+    ("int ns::operator<<(int, int)",
+     ("int ns::operator<<(int, int)", "ns::operator<<", "operator<<")),
+    ("ns::operator<< <int>(int)", ("ns::operator<< <…>(int)", "ns::operator<< <>", "operator<<")),
+    ("ns::Ptr<int>::operator->()",
+     ("ns::Ptr<…>::operator->()", "ns::Ptr<>::operator->", "operator->")),
+    ("k<&ns::Ptr<int>::operator-> >(int)", ("k<…>(int)", "k<>", "k")),
+    ("k<decltype(p->x)>(int)", ("k<…>(int)", "k<>", "k")),
+    ("ns::Foo<int>::operator()(int) const",
+     ("ns::Foo<…>::operator()(int) const", "ns::Foo<>::operator()", "operator()")),
+    ("operator new(unsigned long)",
+     ("operator new(unsigned long)", "operator new", "operator new")),
+    ("void ns::k<ns::T<4>, 8>(ns::T<4>::Params)",
+     ("void ns::k<…>(ns::T<…>::Params)", "ns::k<>", "k")),
+    ("void a::Kernel<a::Gemm<a::Shape<128, 128, 8>, a::Epi<float>>>(a::Params)",
+     ("void a::Kernel<…>(a::Params)", "a::Kernel<>", "Kernel")),
+    ("void k<&(float relu<float>(float))>(float*)", ("void k<…>(float*)", "k<>", "k")),
+    ("broken<int", ("broken<int", "broken<int", "broken<int")),
+    ("broken>int", ("broken>int", "broken>int", "broken>int")),
+    ("a<b>>c", ("a<b>>c", "a<b>>c", "a<b>>c")),
+    ("void (anonymous namespace)::k<int>(int*)",
+     ("void (anonymous namespace)::k<…>(int*)", "(anonymous namespace)::k<>", "k")),
+    ("(anonymous namespace)",
+     ("(anonymous namespace)", "(anonymous namespace)", "(anonymous namespace)")),
+    ("void ns::f<int>(int)::{lambda(int)#1}::operator()(int) const",
+     ("void ns::f<…>(int)::{lambda(int)#1}::operator()(int) const",
+      "ns::f<>(int)::{lambda(int)#1}::operator()", "operator()")),
+    ("void ns::k<ns::f()::{lambda(int, float)#1}>(int)", ("void ns::k<…>(int)", "ns::k<>", "k")),
+    ("ns::g()::{lambda(ns::T const&)#2}",
+     ("ns::g()::{lambda(ns::T const&)#2}", "ns::g()::{lambda(ns::T const&)#2}",
+      "{lambda(ns::T const&)#2}")),
+    ("a(int) $ b<int>()", ("a(int) $ b<…>()", "b<>", "b")),
+    ("stencil_kernel(float const*, float*, int) $ tile",
+     ("stencil_kernel(float const*, float*, int) $ tile", "tile", "tile")),
+    ("float relu<float>(float)", ("float relu<…>(float)", "relu<>", "relu")),
+    ("oob_kernel", ("oob_kernel", "oob_kernel", "oob_kernel")),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("name", "forms"), SHORT_FORMS, ids=lambda v: str(v)[:40])
+def test_every_short_form_reads_brackets_alike(name, forms):
+    assert (collapse_templates(name), normalize_name(name), base_name(name)) == forms
+
+
+def test_a_5000_character_cutlass_name_shortens_to_its_outer_name():
+    # GIVEN a CUTLASS-like name of 5,000 characters
+    name = _cutlass_like(5000)
+    assert len(name) >= 5000
+    # WHEN shortened THEN only the outermost names are left, in every form
+    shown = "void cutlass::device_kernel<…>(cutlass::gemm::kernel::GemmUniversal<…>::Params)"
+    forms = (shown, "cutlass::device_kernel<>", "device_kernel")
+    assert (collapse_templates(name), normalize_name(name), base_name(name)) == forms
+    assert without_parameters(name) == name[len("void ") : name.rindex("(")]
+
+
+@pytest.mark.parametrize(
+    ("mangled", "normalized", "base"),
+    [
+        ("_Z10oob_kernelPfif", "oob_kernel", "oob_kernel"),
+        ("_ZN4html6renderINS_6scriptENS_3imgEXadL_ZNS_7onerrorEfEEEEvPfif",
+         "html::render<>", "render"),
+        ("_ZN2pm5storeIfEEvPT_iS1_", "pm::store<>", "store"),
+        ("_ZN12cutlass_like4arch12global_storeINS_12AlignedArrayIfLi4EEELi16EEC1ERKS3_Pvb",
+         "cutlass_like::arch::global_store<>::global_store", "global_store"),
+        ("_ZNK12cutlass_like8epilogue17LinearCombinationIfXadL_ZNS0_4reluIfEET_S3_EEEclEff",
+         "cutlass_like::epilogue::LinearCombination<>::operator()", "operator()"),
+    ],
+)  # fmt: skip
+def test_a_mangled_name_is_demangled_first(mangled, normalized, base):
+    assert (normalize_name(mangled), base_name(mangled)) == (normalized, base)
+
+
+def test_the_base_name_of_a_mangled_dollar_joined_name_is_its_last_parts():
+    # GIVEN a `__shared__` array of a kernel, as the symbol table names it
+    name = "$_Z14stencil_kernelPKfPfi$tile"
+    # THEN the signature keeps it whole (it is not one mangled name), the base name is `tile`
+    assert (normalize_name(name), base_name(name)) == (name, "tile")
 
 
 def test_the_native_demangler_reads_function_pointer_arguments_as_cplusplus_filt_does():

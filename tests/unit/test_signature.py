@@ -1,4 +1,4 @@
-"""Crash signatures: name and path normalization, library frames, versioning, quality."""
+"""Crash signatures: path normalization, library frames, versioning, quality."""
 
 from __future__ import annotations
 
@@ -16,7 +16,6 @@ from postmortem.analysis.signature import (
     compute_signature,
     is_library,
     load_rules,
-    normalize_name,
     normalize_path,
     read_key,
 )
@@ -26,30 +25,6 @@ from postmortem.errors import UnreadableFile
 from tests.fifo import rescued
 
 RULES = SignatureRules("test", ("cute/arch/*", "cub/*", "cuda_fp16.hpp"), 2)
-
-
-@pytest.mark.parametrize(
-    ("name", "expected"),
-    [
-        ("void ns::k<float, 4>(float*, int)", "ns::k<>"),
-        ("float relu<float>(float)", "relu<>"),
-        ("void a::Kernel<a::Gemm<a::Shape<128, 128, 8>, a::Epi<float>>>(a::Params)", "a::Kernel<>"),
-        ("ns::Foo<int>::operator()(int) const", "ns::Foo<>::operator()"),
-        ("int ns::operator<<(int, int)", "ns::operator<<"),
-        ("void (anonymous namespace)::k<int>(int*)", "(anonymous namespace)::k<>"),
-        ("_Z10oob_kernelPfif", "oob_kernel"),
-        ("oob_kernel", "oob_kernel"),
-        # a function-pointer template argument: its parentheses are not the parameters
-        ("void k<&(float relu<float>(float))>(float*)", "k<>"),
-    ],
-)
-def test_normalize_name_collapses_templates_and_drops_parameters(name, expected):
-    assert normalize_name(name) == expected
-
-
-def test_normalize_name_demangles_hostile_fixture_kernel():
-    mangled = "_ZN4html6renderINS_6scriptENS_3imgEXadL_ZNS_7onerrorEfEEEEvPfif"
-    assert normalize_name(mangled) == "html::render<>"
 
 
 def test_normalize_path_applies_first_matching_map_and_normalizes():
