@@ -676,10 +676,9 @@ def debug(core: Path, cuda_gdb: Path | None, gdb_args: tuple[str, ...], debug: b
     if isinstance(core, DumpUrl):
         reason = f"{core} is a URL: cuda-gdb reads local files (copy the dump here first)"
         _run(debug, _raise(BadOption("CORE", reason)))
-    from postmortem.gdb.run import debug_interactively
+    from postmortem.commands import debug_dump
 
-    status = _run(debug, lambda: debug_interactively(core, gdb_args, cuda_gdb=cuda_gdb))
-    sys.exit(status)
+    sys.exit(_run(debug, lambda: debug_dump(core, gdb_args, cuda_gdb)))
 
 
 _dump_dir_option = click.option(

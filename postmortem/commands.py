@@ -129,6 +129,18 @@ def incident_text(
     return text, ExitStatus.BAD_INPUT if all_failed else ExitStatus.SCAN_ERRORS
 
 
+def debug_dump(core: Path, gdb_args: Sequence[str], cuda_gdb: Path | None) -> int:
+    """Open `core` in cuda-gdb for the user; a compressed dump as its decompressed copy, which
+    lives as long as cuda-gdb runs. Returns cuda-gdb's exit status."""
+    from postmortem.coredump import open_coredump
+    from postmortem.coredump.elf import MappedFile
+    from postmortem.gdb.run import debug_interactively
+
+    with open_coredump(core) as dump:
+        local = dump.file.child_path() if isinstance(dump.file, MappedFile) else core
+        return debug_interactively(local, gdb_args, cuda_gdb=cuda_gdb)
+
+
 def extract_text(core: Path, out_dir: Path, force: bool) -> str:
     """Write the cubins of `core` into `out_dir`; what `postmortem extract` prints."""
     from postmortem.coredump import open_coredump

@@ -25,6 +25,7 @@ from postmortem.analysis.state import KernelState, gpu_state, kernel_code, warp_
 from postmortem.analysis.verdict import Verdict, VerdictKind, decide
 from postmortem.codemap import CodeMap
 from postmortem.coredump import Coredump, open_coredump
+from postmortem.coredump.elf import MappedFile
 from postmortem.coredump.remote import RemoteFile
 from postmortem.errors import ToolFailed, ToolNotFound
 from postmortem.gdb import GdbSession, run_cuda_gdb
@@ -93,7 +94,9 @@ def analyze_dump(path: Path, options: AnalyzeOptions | None = None) -> Analysis:
         def start_gdb(summary: DumpSummary) -> Future[GdbSession | str] | None:
             if not options.cuda_gdb:
                 return None
-            return pool.submit(_run_gdb, path, options, cancel, summary)
+            # A compressed dump is given to cuda-gdb as the reader's decompressed copy.
+            local = core.file.child_path() if isinstance(core.file, MappedFile) else path
+            return pool.submit(_run_gdb, local, options, cancel, summary)
 
         try:
             analysis = _analyze(path, core, options, start_gdb)

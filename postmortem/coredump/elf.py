@@ -75,6 +75,16 @@ class MappedFile:
         """The descriptor of the (decompressed) file the map is of."""
         return self._file.fileno()
 
+    def child_path(self) -> Path:
+        """A path another program (cuda-gdb) can open the dump's bytes by while this file is
+        open: the file itself, or for a compressed dump the private decompressed copy, by its
+        descriptor (``/proc/PID/fd/N``: the copy has no name of its own). A compressed dump
+        on a system without /proc gives its own path, which cuda-gdb cannot read."""
+        if self.codec is None:
+            return self.path
+        by_descriptor = Path(f"/proc/{os.getpid()}/fd/{self.fileno()}")
+        return by_descriptor if by_descriptor.exists() else self.path
+
     def ensure(self, offset: int, size: int) -> None:
         """Nothing to do: a file's bytes are all there (see `RemoteFile.ensure`)."""
 

@@ -159,6 +159,25 @@ def test_debug_opens_the_dump_in_cuda_gdb_with_the_safe_flags(cuda_gdb, tmp_path
     assert " -nx " in shown and "set auto-load off" in shown and "target cudacore" in shown
 
 
+def test_a_compressed_dump_reaches_cuda_gdb_decompressed(cuda_gdb):
+    # GIVEN a gzip-compressed dump, which cuda-gdb cannot read as it is
+    core = DUMPS / "oob_store_gzip.nvcudmp.gz"
+    # WHEN `postmortem debug` opens it, and `analyze` cross-checks it
+    argv = [sys.executable, "-m", "postmortem", "debug", str(core), "--cuda-gdb", str(cuda_gdb),
+            "--", "-batch", "-ex", "info cuda kernels"]  # fmt: skip
+    debugged = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    analyzed = subprocess.run(
+        [sys.executable, "-m", "postmortem", "analyze", str(core), "--no-disasm", "--format",
+         "json", "--cuda-gdb", str(cuda_gdb)],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    # THEN cuda-gdb read the decompressed copy both times
+    assert debugged.returncode == 0, debugged.stderr
+    assert "oob_kernel" in debugged.stdout
+    check = json.loads(analyzed.stdout)["crosscheck"]
+    assert check is not None and check["opened"] is True, check
+
+
 def test_debug_without_cuda_gdb_is_one_line_and_exit_3(tmp_path):
     core, _ = dump("oob_store")
     argv = [sys.executable, "-m", "postmortem", "debug", str(core), "--cuda-gdb",
