@@ -244,20 +244,37 @@ def _raise(error: PostmortemError) -> Callable[[], None]:
     return action
 
 
+def _text_or_json(command: F) -> F:
+    """`--format text|json`, as analyze and scan spell it, and `--json` for it."""
+    command = click.option("--json", "as_json", is_flag=True, help="The same as --format json.")(
+        command
+    )
+    return click.option(
+        "--format", "fmt", type=click.Choice(("text", "json")), default="text",
+        show_default=True, help="text for a terminal, json for programs.",
+    )(command)  # fmt: skip
+
+
 @main.command()
 @_core_argument
 @_storage_option
-@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
+@_text_or_json
 @_debug_option
-def info(core: Path, as_json: bool, debug: bool) -> None:
+def info(core: Path, fmt: str, as_json: bool, debug: bool) -> None:
     """Print what the native reader finds in CORE: devices, grids, faults, modules.
 
     Needs no external tool. CORE may be gzip-, zstd- or xz-compressed.
+
+    \b
+    Examples:
+      postmortem info core.nvcudmp
+      postmortem info core.nvcudmp --format json
     """
     _check_core(core, debug)
     from postmortem.commands import info_text
 
-    click.echo(_run(debug, lambda: info_text(core, as_json)), nl=False)
+    json_wanted = as_json or fmt == "json"
+    click.echo(_run(debug, lambda: info_text(core, json_wanted)), nl=False)
 
 
 @main.command()
@@ -362,6 +379,13 @@ def analyze(
     Runs with no external tool at all (native facts only); with nvdisasm it shows the
     faulting instruction, the instructions around it and the inline chain; with cuda-gdb
     it checks the native facts against cuda-gdb's and lists any disagreement.
+
+    \b
+    Examples:
+      postmortem analyze core.nvcudmp --source-dir ~/src/proj
+      postmortem analyze core.nvcudmp -o report.md        # format from the name
+      postmortem analyze core.nvcudmp --host-log job.log  # what the host printed, joined
+      postmortem analyze dumps/core_*.nvcudmp            # one incident of many ranks
     """  # fmt: skip
     for core in cores:
         _check_core(core, debug)
@@ -593,6 +617,12 @@ def scan(
     Exit status: 0 every dump analyzed; 4 the scan finished but some dumps are error
     rows (unreadable, truncated, corrupt, timed out); 130 interrupted (Ctrl-C), with the
     partial results written; 2 bad arguments or cache; 1 internal error.
+
+    \b
+    Examples:
+      postmortem scan /shared/dumps -o index.html --reports reports/
+      postmortem scan /shared/dumps --format json --jsonl rows.jsonl
+      postmortem scan s3://bucket/dumps/ --since 24h
     """
     from postmortem.commands import analyze_options
     from postmortem.scan import cli_support as scan_cli
@@ -619,7 +649,7 @@ def scan(
 @main.command()
 @_storage_option
 @click.argument("cores", nargs=-1, required=True, metavar="CORE...", callback=_dump_paths)
-@click.option("--json", "as_json", is_flag=True, help="Print JSON (one object per line).")
+@_text_or_json
 @_map_path_option("Rewrite a build-machine path prefix (repeatable).")
 @click.option(
     "--rules",
@@ -631,6 +661,7 @@ def scan(
 @_debug_option
 def signature(
     cores: tuple[Path, ...],
+    fmt: str,
     as_json: bool,
     path_maps: tuple[PathMap, ...],
     rules: Path | None,
@@ -643,12 +674,17 @@ def signature(
     The signature is what `postmortem scan` groups dumps by: exception, normalized kernel,
     offset of the fault in the kernel and the top in-app inline frames; see the README.
     Exit status: 0 done, 2 a CORE could not be read (the others are still printed).
+
+    \b
+    Examples:
+      postmortem signature core.nvcudmp
+      postmortem signature dumps/*.nvcudmp --format json
     """
     from postmortem.commands import analyze_options
     from postmortem.scan import cli_support as scan_cli
 
     tools = analyze_options(_tools(no_disasm, nvdisasm, True, None, path_maps=path_maps))
-    request = scan_cli.SignatureRequest(tools, rules, as_json)
+    request = scan_cli.SignatureRequest(tools, rules, as_json or fmt == "json")
     text, errors = _run(debug, lambda: scan_cli.signature_texts(cores, request))
     click.echo(text, nl=False)
     for error in errors:
@@ -736,6 +772,12 @@ def capture(
 
     Exit status: COMMAND's (128+N when a signal N killed it), whatever the analysis found;
     127 or 126 when it cannot be run; 2 bad arguments.
+
+    \b
+    Examples:
+      postmortem capture -- python serve.py --model m
+      postmortem capture --hang --dir /scratch/dumps -- torchrun train.py
+      postmortem capture --print-env --dir /scratch/dumps >> job.sh
     """
     from postmortem.capture.command import ReportSettings, capture_command, print_env_command
     from postmortem.capture.environment import CaptureSettings
@@ -793,6 +835,11 @@ def trigger(
 
     Exit status: 0 report written; 2 no pipe, not a pipe, or an unreadable dump; 5 nobody
     read the pipe, or no dump was written in time.
+
+    \b
+    Examples:
+      postmortem trigger --pid 12345
+      postmortem trigger postmortem-dumps/corepipe.myhost.12345
     """
     from postmortem.capture.command import ReportSettings, TriggerRequest, trigger_dump
     from postmortem.commands import analyze_options

@@ -114,7 +114,11 @@ class TruncatedDump(PostmortemError):
             f"{self.path}: truncated at byte {self.offset} ({self.what} needs {self.needed} more)"
         )
 
-    hint = "the dump was cut short (disk full, or the process killed while writing); write it again"
+    hint = (
+        "the dump was cut short (disk full, or the process killed while writing), or it is "
+        "still being written (a large dump takes minutes: wait until its size stops growing); "
+        "otherwise write it again"
+    )
 
 
 @dataclass(eq=False)
