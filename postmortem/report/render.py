@@ -9,9 +9,11 @@ out with one jinja environment, but for `info`'s text, laid out in Python
 Templates live in the top-level `templates/` directory of a checkout, shipped inside the
 wheel as `postmortem/templates/`. They hold layout only. HTML is autoescaped; Markdown
 puts every string that comes from a dump inside code spans (`md_code`), so a kernel named
-`render<script>` is shown, never interpreted, by an issue tracker. Text shows the control
-characters of every value escaped (`escape_controls`): an ESC in a kernel name does not
-reach the terminal, a newline in it does not forge a line of the report.
+`render<script>` is shown, never interpreted, by an issue tracker, and escapes Markdown's
+syntax in the prose that quotes one (`md_text`): no link, image or autolink comes from a
+dump. Text shows the control characters, bidirectional controls and line separators of every
+value escaped (`escape_controls`): an ESC in a kernel name does not reach the terminal, a
+newline in it does not forge a line of the report, U+202E does not reverse it.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from postmortem._version import __version__
 from postmortem.config import cache_folder
 from postmortem.demangle import collapse_templates, demangle
-from postmortem.report.textsafe import escape_controls
+from postmortem.report.textsafe import BIDI_AND_SEPARATORS, escape_controls
 from postmortem.report.values import UNKNOWN, hex_text, size_text
 
 if TYPE_CHECKING:
@@ -60,8 +62,20 @@ FORMATS = formats("analyze")
 _ANSI = {"bold": "1", "red": "31", "yellow": "33", "green": "32", "dim": "2"}
 # Line endings (CommonMark counts a lone CR too) and other C0 controls: inside a code span or
 # a line of prose they could end it and start an HTML block. C1 controls (U+0080-U+009F) and
-# DEL: terminal escapes for whoever reads the file with `cat`.
-_CONTROLS = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+# DEL: terminal escapes for whoever reads the file with `cat`. The bidirectional controls
+# and the line and paragraph separators: they reorder or break what a viewer shows.
+_CONTROLS = re.compile(
+    r"[\x00-\x1f\x7f-\x9f" + "".join(chr(code) for code in BIDI_AND_SEPARATORS) + "]"
+)
+# Markdown's syntax in prose, each escaped with a backslash (CommonMark lets any ASCII
+# punctuation be): `[` opens every link, image and link definition (`[x](javascript:…)`,
+# `![](http://…)`), so `]`, `!`, `(` and `)` need none; a backtick opens a code span; `*`,
+# `~` and a run of `_` not inside a word make emphasis or strikethrough; `|` ends a table
+# cell; `\` escapes. The colon of `://` and the dot of `www.` would start GitHub's bare
+# autolinks (its e-mail ones no escape stops). At the start of a value, `#`, `+`, `-`, `=`
+# and `1.` could open a heading, a list or a rule. `<`, `>` and `&` become entities first:
+# no `<http://…>` autolink, no HTML.
+_MD_SYNTAX = re.compile(r"[\\`*\[|~]|_+|:(?=//)|(?<=www)\.|^(\s*)(\d+(?=[.)])|[#+=-])", re.I)
 
 
 def templates_dir() -> Path:
@@ -83,8 +97,21 @@ def md_code(value: object) -> str:
 
 
 def md_text(value: object) -> str:
-    """Prose for Markdown: HTML metacharacters escaped, so names in messages stay text."""
-    return html.escape(_CONTROLS.sub(" ", UNKNOWN if value is None else str(value)), quote=False)
+    """Prose for Markdown: HTML metacharacters and Markdown's syntax escaped, so the names in
+    a message stay text: never a link, an image, HTML or emphasis."""
+    text = _CONTROLS.sub(" ", UNKNOWN if value is None else str(value))
+    return _MD_SYNTAX.sub(_md_escaped, html.escape(text, quote=False))
+
+
+def _md_escaped(found: re.Match[str]) -> str:
+    text, start, end = found.string, found.start(), found.end()
+    piece = found.group()
+    if found.group(2) is not None:  # a block marker at the start: `# `, `- `, `1. `
+        marker = found.group(2)
+        return found.group(1) + (f"{marker}\\" if marker[0].isdigit() else f"\\{marker}")
+    if piece[0] == "_" and text[start - 1 : start].isalnum() and text[end : end + 1].isalnum():
+        return piece  # inside a word (`my_kernel`): never emphasis
+    return "".join(f"\\{c}" for c in piece)
 
 
 def md_cell(value: object) -> str:

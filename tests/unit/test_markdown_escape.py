@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from postmortem.report.render import md_cell, md_code, md_text
 
@@ -24,3 +28,70 @@ def test_prose_escapes_html():
 
 def test_cells_escape_pipes():
     assert md_cell("a|b") == "`a\\|b`"
+
+
+@pytest.mark.parametrize(
+    ("hostile", "escaped"),
+    [
+        ("[x](javascript:alert(1))", "\\[x](javascript:alert(1))"),
+        ("![](http://evil/x.png)", "!\\[](http\\://evil/x.png)"),
+        ("<http://evil>", "&lt;http\\://evil&gt;"),
+        (
+            "see http://evil.example and www.evil.example",
+            "see http\\://evil.example and www\\.evil.example",
+        ),
+        ("[x][r] [r]: http://e", "\\[x]\\[r] \\[r]: http\\://e"),
+        ("[^1]", "\\[^1]"),
+        ("a `b` c", "a \\`b\\` c"),
+        ("*a* _b_ ~c~ ~~d~~", "\\*a\\* \\_b\\_ \\~c\\~ \\~\\~d\\~\\~"),
+        ("a|b", "a\\|b"),
+        ("\\[x](y)", "\\\\\\[x](y)"),
+        ("&#106;avascript", "&amp;#106;avascript"),
+    ],
+)
+def test_prose_carries_no_link_image_autolink_or_emphasis(hostile, escaped):
+    assert md_text(hostile) == escaped
+
+
+@pytest.mark.parametrize(
+    ("start", "escaped"),
+    [("# h", "\\# h"), ("- x", "\\- x"), ("+ x", "\\+ x"), ("=== x", "\\=== x"),
+     ("1. x", "1\\. x"), ("12) x", "12\\) x"), ("  # h", "  \\# h"), ("> q", "&gt; q")],
+)  # fmt: skip
+def test_a_value_cannot_start_a_heading_list_or_rule(start, escaped):
+    assert md_text(start) == escaped
+
+
+def test_ordinary_names_stay_readable():
+    assert (
+        md_text("my_kernel<float, 4>::run() in a::b") == "my_kernel&lt;float, 4&gt;::run() in a::b"
+    )
+    assert md_text("x - 1. a # b + c = d") == "x - 1. a # b + c = d"
+    assert md_text("__syncthreads() in _Z3fooPf") == "\\_\\_syncthreads() in \\_Z3fooPf"
+
+
+@pytest.mark.parametrize(
+    "code",
+    [0x061C, 0x200E, 0x202E, 0x2066, 0x2069, 0x2028, 0x2029, 0x85],
+    ids=lambda code: f"U+{code:04X}",
+)
+def test_bidi_controls_and_separators_do_not_reach_markdown(code):
+    hostile = f"kernel{chr(code)}exe.cu"
+    for escaped in (md_code(hostile), md_cell(hostile), md_text(hostile)):
+        assert chr(code) not in escaped and "kernel exe.cu" in escaped
+
+
+_SYNTAX = "[`*~|\\<>"
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    st.lists(st.sampled_from([*_SYNTAX, "_", "!", "(", ")", "a", " ", "://", "www."])).map("".join)
+)
+def test_every_markdown_metacharacter_in_prose_is_escaped(text):
+    escaped = md_text(text)
+    assert "<" not in escaped and ">" not in escaped
+    # each of [ ` * ~ | \ is preceded by an odd number of backslashes: it is a literal
+    for found in re.finditer(r"(\\*)([\[`*~|])", escaped):
+        assert len(found.group(1)) % 2 == 1, (text, escaped)
+    assert "://" not in escaped.replace("\\://", "")

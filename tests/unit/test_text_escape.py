@@ -84,3 +84,37 @@ def test_the_text_environment_escapes_every_value_and_keeps_the_layout():
 def test_markdown_and_html_environments_leave_values_to_their_own_escaping():
     template = template_environment().from_string("{{ kernel }}")
     assert template.render(kernel="k\\n") == "k\\n"
+
+
+BIDI_AND_SEPARATORS = [0x061C, 0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A)]
+BIDI_AND_SEPARATORS += [0x2028, 0x2029]
+
+
+@pytest.mark.parametrize("code", BIDI_AND_SEPARATORS, ids=lambda code: f"U+{code:04X}")
+def test_bidi_controls_and_separators_are_shown_as_python_escapes(code):
+    shown = escape_controls(f"a{chr(code)}b")
+    assert shown == f"a\\u{code:04x}b" == f"a{repr(chr(code))[1:-1]}b"
+
+
+def test_a_right_to_left_override_cannot_reverse_what_follows_it():
+    # "kernel_\u202eexe.cu" shows as "kernel_uc.exe" on a terminal that obeys it
+    shown = escape_controls("kernel_\u202eexe.cu")
+    assert shown == "kernel_\\u202eexe.cu"
+    assert not any(0x2000 <= ord(c) <= 0x206F for c in shown)
+
+
+def test_next_line_and_the_unicode_separators_cannot_forge_a_line():
+    for separator in ("\x85", "\u2028", "\u2029"):
+        shown = escape_controls(f"kernel{separator}error: forged")
+        assert shown.isprintable() and len(shown.splitlines()) == 1
+
+
+def test_the_text_environment_escapes_bidi_controls_in_every_value():
+    template = template_environment(text=True).from_string("{{ kernel }} | {{ path }}")
+    text = template.render(kernel="k\u202egnp.exe", path="\u2066a\u2069\u2028b")
+    assert text == "k\\u202egnp.exe | \\u2066a\\u2069\\u2028b"
+
+
+def test_other_format_characters_pass_through():
+    # Joiners shape emoji and scripts: shown as they are, like every printable character
+    assert escape_controls("a\u200db\u200cc") == "a\u200db\u200cc"
