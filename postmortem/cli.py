@@ -714,7 +714,10 @@ def debug(core: Path, cuda_gdb: Path | None, gdb_args: tuple[str, ...], debug: b
         _run(debug, _raise(BadOption("CORE", reason)))
     from postmortem.commands import debug_dump
 
-    sys.exit(_run(debug, lambda: debug_dump(core, gdb_args, cuda_gdb)))
+    def warn(line: str) -> None:
+        click.echo(escape_controls(f"warning: {line}"), err=True)
+
+    sys.exit(_run(debug, lambda: debug_dump(core, gdb_args, cuda_gdb, warn)))
 
 
 _dump_dir_option = click.option(

@@ -178,6 +178,16 @@ def test_a_compressed_dump_reaches_cuda_gdb_decompressed(cuda_gdb):
     assert check is not None and check["opened"] is True, check
 
 
+def test_debug_warns_when_this_cuda_gdb_cannot_read_the_dump_and_opens_it_anyway(cuda_gdb):
+    core = DUMPS / "oob_store_r615.nvcudmp"
+    argv = [sys.executable, "-m", "postmortem", "debug", str(core), "--cuda-gdb", str(cuda_gdb),
+            "--", "-batch", "-ex", "info cuda devices"]  # fmt: skip
+    result = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    first = result.stderr.splitlines()[0]
+    assert first.startswith("warning: cuda-gdb 11.8 may not read this dump: the SM table")
+    assert any(line.startswith("postmortem: ") for line in result.stderr.splitlines())
+
+
 def test_debug_without_cuda_gdb_is_one_line_and_exit_3(tmp_path):
     core, _ = dump("oob_store")
     argv = [sys.executable, "-m", "postmortem", "debug", str(core), "--cuda-gdb",
