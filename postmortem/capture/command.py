@@ -10,6 +10,7 @@ be analyzed gets its one-line error and the others are still analyzed.
 from __future__ import annotations
 
 import os
+import shlex
 import socket
 import sys
 import time
@@ -73,10 +74,13 @@ def say(line: str) -> None:
 
 
 def print_env_command(settings: CaptureSettings) -> str:
-    """The `export` lines of a capture's variables (`--print-env`); kept values said on
-    standard error."""
-    plan = _plan(settings)
-    return plan.exports()
+    """The lines a job script needs for a capture's variables (`--print-env`): a `mkdir -p`
+    of the dump folder, then the exports, with absolute paths (a script runs in another
+    folder, and the driver writes no dump into a folder that does not exist). Kept values
+    are said on standard error."""
+    folder = settings.dump_dir.absolute()
+    plan = _plan(replace(settings, dump_dir=folder))
+    return f"mkdir -p {shlex.quote(str(folder))}\n{plan.exports()}"
 
 
 def capture_command(

@@ -111,6 +111,7 @@ def test_print_env_is_shell_that_sets_every_value(tmp_path):
         [*argv, "--hang", "--sglang"], capture_output=True, text=True, env=env, timeout=60
     )
     assert printed.returncode == 0, printed.stderr
+    assert not folder.exists()  # printing runs nothing and makes nothing
     script = tmp_path / "exports.sh"
     script.write_text(printed.stdout)
     shell = subprocess.run(
@@ -128,4 +129,22 @@ def test_print_env_is_shell_that_sets_every_value(tmp_path):
     assert printed.stderr.splitlines() == [
         "postmortem: keeping CUDA_COREDUMP_SHOW_PROGRESS=0 (already set; capture would set 1)"
     ]
-    assert not folder.exists()  # printing runs nothing and makes nothing
+    assert folder.is_dir()  # the printed mkdir -p made it: the driver cannot make it
+
+
+def test_print_env_pasted_into_a_script_elsewhere_keeps_the_dumps_where_asked(tmp_path):
+    # GIVEN the lines printed for a relative --dir in one folder
+    here, elsewhere = tmp_path / "here", tmp_path / "elsewhere"
+    here.mkdir()
+    elsewhere.mkdir()
+    argv = [sys.executable, "-m", "postmortem", "capture", "--print-env", "--dir", "dumps"]
+    printed = subprocess.run(argv, capture_output=True, text=True, cwd=here, timeout=60)
+    # WHEN a job script runs them in another folder
+    shell = subprocess.run(
+        ["sh", "-euc", printed.stdout + 'echo "$CUDA_COREDUMP_FILE"'],
+        capture_output=True, text=True, cwd=elsewhere, timeout=60,
+    )  # fmt: skip
+    # THEN the dump path is the absolute one asked for, and its folder exists for the driver
+    assert shell.returncode == 0, shell.stderr
+    assert shell.stdout.splitlines()[-1] == f"{here / 'dumps'}/core_%h.%p.%t.nvcudmp"
+    assert (here / "dumps").is_dir() and not (elsewhere / "dumps").exists()
