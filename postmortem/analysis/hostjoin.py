@@ -29,6 +29,7 @@ from postmortem.analysis.hostmatch import best_api_match
 from postmortem.findings import Finding, FindingCode, Severity
 from postmortem.host.model import ApiCall, CudaErrorLog, DriverLog, HostLogFile, SglangLog
 from postmortem.model import describe_exception
+from postmortem.spelling import size_text
 
 # What the host's words mean, as the dump's exception codes (postmortem.model).
 _KIND_CODES: dict[str, frozenset[int]] = {
@@ -313,13 +314,3 @@ def _disagreement(checks: Sequence[HostCheck]) -> Finding:
         ),
         "check that the log and the dump come from the same run (process, time, host)",
     )
-
-
-def size_text(size: int) -> str:
-    """``812 bytes``, ``7.9 MiB``: a size in bytes for people."""
-    value = float(size)
-    for unit in ("bytes", "KiB", "MiB"):
-        if value < 1024:
-            return f"{size} bytes" if unit == "bytes" else f"{value:.1f} {unit}"
-        value /= 1024
-    return f"{value:.1f} GiB"

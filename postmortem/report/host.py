@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 
 from postmortem.analysis.hostevents import HostCheck
-from postmortem.analysis.hostjoin import ApiJoin, HostJoin, size_text
+from postmortem.analysis.hostjoin import ApiJoin, HostJoin
 from postmortem.findings import Finding
 from postmortem.host.driver import XID_MEANINGS
 from postmortem.host.model import (
@@ -20,7 +20,7 @@ from postmortem.host.model import (
     SanitizerLog,
     TensorInfo,
 )
-from postmortem.report.values import Json, dim_or_none, hex_or_none, kernel_json
+from postmortem.report.values import Json, dim_or_none, hex_or_none, kernel_json, size_text
 
 _SHOWN = 4
 """Errors, asserts and events of one kind shown per log."""

@@ -1,4 +1,7 @@
-"""How report data spells the values every section shares: addresses, kernels, exceptions."""
+"""How report data spells the values every section shares: addresses, kernels, exceptions.
+
+Sizes are spelled by `postmortem.spelling`, below the analysis that spells them too, and
+re-exported here with the rest."""
 
 from __future__ import annotations
 
@@ -6,6 +9,20 @@ from typing import Any
 
 from postmortem.demangle import demangle, without_parameters
 from postmortem.model import Dim3, describe_exception
+from postmortem.spelling import size_text
+
+__all__ = [
+    "UNKNOWN",
+    "Json",
+    "dim3_text",
+    "dim_or_none",
+    "exception_json",
+    "hex_or_none",
+    "hex_text",
+    "kernel_json",
+    "size_text",
+    "version_or_none",
+]
 
 Json = dict[str, Any]
 
@@ -32,15 +49,6 @@ def hex_text(value: int | None, spec: str = "x", prefix: str = "0x") -> str:
     """An address or id for people (``0x1f``; `spec` and `prefix` as the template asks),
     ``?`` when the dump does not hold it."""
     return UNKNOWN if value is None else f"{prefix}{value:{spec}}"
-
-
-def size_text(size: float) -> str:
-    """A size for people: ``512 bytes``, ``4.6 KiB``, ``1.2 GiB``."""
-    for unit in ("bytes", "KiB", "MiB"):
-        if size < 1024:
-            return f"{size} {unit}" if unit == "bytes" else f"{size:.1f} {unit}"
-        size /= 1024
-    return f"{size:.1f} GiB"
 
 
 def dim3_text(value: Dim3 | None) -> str:

@@ -56,6 +56,7 @@ LAYER_OF: dict[str, str] = {
     "postmortem.config": "base",
     "postmortem.urls": "base",
     "postmortem.safefile": "base",
+    "postmortem.spelling": "base",
     # The native reader, the cubin inspector with its nvdisasm adapter, the cuda-gdb adapter:
     # three siblings that know nothing of each other.
     "postmortem.coredump": "coredump",
