@@ -32,7 +32,10 @@ _PREFIX = "========="
 _HEADLINE = re.compile(
     r"^Invalid (__\w{1,16}__|\w{1,16}) (\w{1,24}) of size (\d{1,12})(?: bytes?)?\s*$"
 )
-_HEX_DIGITS = frozenset("0123456789abcdefABCDEF")
+# An offset of 1 to 16 hex digits, ending the line or followed by the source.
+_OFFSET_AT_END = re.compile(r"\+0x([0-9A-Fa-f]{1,16})$")
+_OFFSET_IN = re.compile(r"\+0x([0-9A-Fa-f]{1,16}) in ")
+_OFFSET_CHARS = 19  # "+0x" and 16 digits
 _LINE_NUMBER = re.compile(r":(\d{1,9})$")
 _AT_OFFSET = re.compile(r"^at 0x([0-9A-Fa-f]{1,16}) in (.{1,4000})$")
 _LINE_AT = re.compile(r":(?=(\d{1,9}):)")
@@ -119,23 +122,23 @@ def _detail(error: SanitizerError, body: str) -> SanitizerError:
 def _named_location(body: str) -> tuple[str, str, str | None, str | None] | None:
     """``at KERNEL+0xOFFSET[ in PATH:LINE]``: the shortest kernel name followed by an offset
     that ends the line or is followed by the source. Linear in the line's length: a regular
-    expression with a lazy name and a lazy path backtracks quadratically on crafted lines."""
+    expression with a lazy name and a lazy path backtracks quadratically on crafted lines.
+    Without a line number only an offset that ends the line can do; with one, only an offset
+    whose path (1 to 2048 characters) ends at its colon: each is searched where it can be."""
     rest = body[3:]
     # The source's line number can only follow the last colon (digits hold none).
     number = _LINE_NUMBER.search(rest)
-    colon = number.start() if number is not None else -1
-    at = rest.find("+0x", 1)
-    while 0 < at <= 4000:
-        end = at + 3
-        while end < len(rest) and end - at - 3 < 17 and rest[end] in _HEX_DIGITS:
-            end += 1
-        digits = rest[at + 3 : end]
-        if 1 <= len(digits) <= 16:
-            if end == len(rest):
-                return rest[:at], digits, None, None
-            if rest.startswith(" in ", end) and number is not None and 1 <= colon - end - 4 <= 2048:
-                return rest[:at], digits, rest[end + 4 : colon], number.group(1)
-        at = rest.find("+0x", at + 1)
+    if number is None:
+        found = _OFFSET_AT_END.search(rest, max(1, len(rest) - _OFFSET_CHARS))
+        if found is None or found.start() > 4000:
+            return None
+        return rest[: found.start()], found.group(1), None, None
+    colon = number.start()
+    for found in _OFFSET_IN.finditer(rest, max(1, colon - _PIECE_CHARS - 4 - _OFFSET_CHARS), colon):
+        if found.start() > 4000:
+            return None
+        if 1 <= colon - found.end() <= _PIECE_CHARS:
+            return rest[: found.start()], found.group(1), rest[found.end() : colon], number.group(1)
     return None
 
 
