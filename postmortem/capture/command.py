@@ -106,7 +106,10 @@ def capture_command(
     say(f"{argv[0]} {_ended(child.returncode)}; {len(dumps)} dump(s) written; host log {child.log}")
     logs = (child.log, *_kernel_api_logs(plan, folder, child.started))
     reports = _reports(dumps, report, logs, report.options.mode)
-    for path in reports:
+    # What the on-call engineer reads first, then where the whole of it is.
+    for _, summary in reports:
+        click.echo(summary, err=True)
+    for path, _ in reports:
         say(f"report: {path}")
     return child.exit_status
 
@@ -156,7 +159,7 @@ def trigger_dump(request: TriggerRequest, report: ReportSettings) -> Path:
         return dump
     host_log = request.dump_dir.absolute() / f"host.{pid}.log"
     logs = (host_log,) if pid is not None and host_log.is_file() else ()
-    return _report(dump, report, logs, "hang")
+    return _report(dump, report, logs, "hang")[0]
 
 
 def _plan(settings: CaptureSettings) -> EnvironmentPlan:
@@ -217,9 +220,9 @@ def _dump_globs(pid: int | None, dump_dir: Path) -> list[str]:
 
 def _reports(
     dumps: list[Path], report: ReportSettings, logs: tuple[Path, ...], mode: str
-) -> list[Path]:
+) -> list[tuple[Path, str]]:
     """A report beside each dump that can be analyzed (the others said in one line each); the
-    reports written."""
+    reports written, each with its on-call summary."""
     if not report.analyze:
         for dump in dumps:
             say(f"dump: {dump}")
@@ -230,7 +233,7 @@ def _reports(
 
 def _report_or_say(
     dump: Path, report: ReportSettings, logs: tuple[Path, ...], mode: str
-) -> Path | None:
+) -> tuple[Path, str] | None:
     try:
         return _report(dump, report, logs, mode)
     except PostmortemError as error:
@@ -241,17 +244,22 @@ def _report_or_say(
     return None
 
 
-def _report(dump: Path, report: ReportSettings, logs: tuple[Path, ...], mode: str) -> Path:
-    """Analyze `dump` and write its report beside it; the report's path."""
+def _report(
+    dump: Path, report: ReportSettings, logs: tuple[Path, ...], mode: str
+) -> tuple[Path, str]:
+    """Analyze `dump` and write its report beside it; the report's path, and the on-call
+    summary that opens its text form (the dump's path, then the summary's lines)."""
     from postmortem.analysis.analyze import analyze_dump
     from postmortem.report.context import build_report
     from postmortem.report.render import render
 
     options = replace(report.options, host_logs=logs, mode=mode)
-    text = render("analyze", build_report(analyze_dump(dump, options)), report.fmt)
+    data = build_report(analyze_dump(dump, options))
+    text = render("analyze", data, report.fmt)
     target = dump.with_name(dump.name + REPORT_SUFFIX[report.fmt])
     _write(target, text)
-    return target
+    terminal = text if report.fmt == "text" else render("analyze", data, "text")
+    return target, terminal.split("\n\n", 1)[0]
 
 
 def _write(path: Path, text: str) -> None:
