@@ -1,10 +1,12 @@
-"""How sizes are spelled for people, the same in every layer.
+"""How sizes and 3-D coordinates are spelled for people, the same in every layer.
 
 The analysis writes them into its findings' messages and the report into its text, so they
 live below both; the report's other spellings are in `postmortem.report.values`.
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 
 def size_text(size: int) -> str:
@@ -15,3 +17,11 @@ def size_text(size: int) -> str:
             return f"{size} bytes" if unit == "bytes" else f"{value:.1f} {unit}"
         value /= 1024
     return f"{value:.1f} GiB"
+
+
+def dim3_text(value: Sequence[int | None] | None) -> str:
+    """A block, thread or grid coordinate, ``(5,0,0)``; ``(?)`` when the dump does not say,
+    and ``?`` for a part it does not hold (``(67,0,?)`` from a row too short for z)."""
+    if value is None:
+        return "(?)"
+    return "({},{},{})".format(*("?" if part is None else part for part in value))

@@ -30,6 +30,7 @@ from postmortem.gdb.model import CudaException, Frame, Parsed, Unparsed
 from postmortem.gdb.parse import parse_kernels, parse_lanes, parse_warps
 from postmortem.gdb.run import GdbSession
 from postmortem.model import Fault, FaultSource, Warp, describe_exception
+from postmortem.spelling import dim3_text
 from postmortem.summary import DumpSummary, summarize
 
 T = TypeVar("T")
@@ -211,12 +212,12 @@ def _symbol_check(fault: Fault, session: GdbSession) -> Check:
 def _kernels_check(summary: DumpSummary, session: GdbSession) -> Check:
     native = sorted(
         f"grid {x.grid.grid_id} {without_parameters(demangle(x.kernel or '?'))}"
-        f"<<<{_dim(x.grid.grid_dim)},{_dim(x.grid.block_dim)}>>>"
+        f"<<<{dim3_text(x.grid.grid_dim)},{dim3_text(x.grid.block_dim)}>>>"
         for x in summary.launches
     )
     rows = _value(parse_kernels(session.output("info cuda kernels") or ""))
     said = None if rows is None else sorted(
-        f"grid {r.grid} {r.name}<<<{_dim(r.grid_dim)},{_dim(r.block_dim)}>>>"
+        f"grid {r.grid} {r.name}<<<{dim3_text(r.grid_dim)},{dim3_text(r.block_dim)}>>>"
         for r in rows
     )  # fmt: skip
     return Check("kernels", "; ".join(native), None if said is None else "; ".join(said))
@@ -237,12 +238,12 @@ def _focus_table_checks(core: Coredump, session: GdbSession) -> list[Check]:
     )  # fmt: skip
     warp = next((w for w in warps if w.warp_id == warp_id), None)
     native_lanes = [] if warp is None else sorted(
-        f"lane {x.lane} pc 0x{x.function_offset or 0:x} thread {_dim(x.thread_idx)}"
+        f"lane {x.lane} pc 0x{x.function_offset or 0:x} thread {dim3_text(x.thread_idx)}"
         for x in core.lanes(warp)
         if x.lane is not None and (warp.active_lanes_mask or 0) >> x.lane & 1
     )  # fmt: skip
     said_lanes = sorted(
-        f"lane {r.lane} pc 0x{r.pc or 0:x} thread {_dim(r.thread_idx)}" for r in lanes or ()
+        f"lane {r.lane} pc 0x{r.pc or 0:x} thread {dim3_text(r.thread_idx)}" for r in lanes or ()
     )
     return [
         Check(f"warps of device {device} SM {sm_id}", _join(native_warps), _maybe(said_warps)),
@@ -272,17 +273,12 @@ def _coords(
 ) -> str:
     # block (5,0,0) thread (64,0,0) device 0 sm 3 warp 2 lane 0, as the reports spell them
     device, sm, warp, lane = (("?" if p is None else p) for p in rest)
-    return (
-        f"block {_dim(block)} thread {_dim(thread)} device {device} sm {sm} warp {warp} lane {lane}"
-    )
+    where = f"block {dim3_text(block)} thread {dim3_text(thread)}"
+    return f"{where} device {device} sm {sm} warp {warp} lane {lane}"
 
 
 def _hex(value: int | None) -> str:
     return "none" if value is None else f"0x{value:x}"
-
-
-def _dim(value: tuple[int, int, int] | None) -> str:
-    return "(?)" if value is None else "({},{},{})".format(*value)
 
 
 def _join(items: Sequence[str]) -> str:

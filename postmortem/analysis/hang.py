@@ -30,6 +30,7 @@ from postmortem.cubin.nvdisasm import Disassembly
 from postmortem.cubin.sass import SassInstruction, SassListing, SourceFrame
 from postmortem.findings import Finding, FindingCode, Severity
 from postmortem.model import CodeLocation, Dim3
+from postmortem.spelling import dim3_text
 
 _LOOP_SPAN = 32  # instructions: longer loops are not "spinning in place"
 _LABEL = re.compile(r"`\((?P<label>[^)]+)\)")
@@ -226,7 +227,7 @@ def _divergent_barriers(warps: Sequence[WarpPcs], groups: dict[int, StuckGroup])
         found.append(
             Finding(
                 FindingCode.DIVERGENT_BARRIER, Severity.ERROR,
-                f"block ({block[0]},{block[1]},{block[2]}): {len(waiting)} warp(s) wait at a block "
+                f"block {dim3_text(block)}: {len(waiting)} warp(s) wait at a block "
                 f"barrier while {len(elsewhere)} warp(s) of the same block are elsewhere: a "
                 "__syncthreads() that not every thread of the block reaches",
                 (
@@ -284,7 +285,7 @@ def _spin_wait(
 
 
 def _block(block_idx: Dim3 | None) -> str:
-    return "an unknown block" if block_idx is None else "block ({},{},{})".format(*block_idx)
+    return "an unknown block" if block_idx is None else f"block {dim3_text(block_idx)}"
 
 
 def _kind(offset: int, groups: dict[int, StuckGroup]) -> str | None:

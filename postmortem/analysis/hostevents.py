@@ -13,10 +13,11 @@ from pathlib import Path
 
 from postmortem.analysis.address import LaneAddress
 from postmortem.analysis.fault import FaultSite
-from postmortem.analysis.hostmatch import compare_address, dim_text, lane_words, match_kernel
+from postmortem.analysis.hostmatch import compare_address, lane_words, match_kernel
 from postmortem.demangle import demangle
 from postmortem.host.model import CudaException, DriverLog, SanitizerError, SanitizerLog
 from postmortem.model import describe_exception
+from postmortem.spelling import dim3_text
 
 _CHECKED = 4
 """Events of one kind compared per log (the first ones)."""
@@ -284,7 +285,7 @@ def coordinates_check(
     sites: Sequence[FaultSite],
 ) -> HostCheck:
     """Whether a faulting lane of the dump ran (block, thread)."""
-    host = f"block {dim_text(block)} thread {dim_text(thread)}"
+    host = f"block {dim3_text(block)} thread {dim3_text(thread)}"
     faults = [f for s in sites for f in s.faults if f.block_idx is not None]
     if not faults:
         return HostCheck(
@@ -299,7 +300,7 @@ def coordinates_check(
         )
     same = any(f.block_idx == block and f.thread_idx == thread for f in faults)
     first = faults[0]
-    dump = f"block {dim_text(first.block_idx)} thread {dim_text(first.thread_idx)}"
+    dump = f"block {dim3_text(first.block_idx)} thread {dim3_text(first.thread_idx)}"
     if len(faults) > 1:
         dump += f" and {len(faults) - 1} more"
     how = "a faulting thread" if same else "no faulting thread there"

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Sequence
 
 from postmortem.analysis.address import LaneAddress
 from postmortem.demangle import base_name, demangle, without_parameters
-from postmortem.model import Dim3
+from postmortem.spelling import dim3_text
 
 PAGE_BYTES = 4096
 """The MMU reports a fault at the page's start: 4 KiB, the small page."""
@@ -119,13 +119,8 @@ def compare_address(
 
 def lane_words(lane: LaneAddress) -> str:
     """``0x7f3b40543000 (block (5,0,0) thread (67,0,0))``: a lane's address for a report."""
-    where = f"block {dim_text(lane.block_idx)} thread {dim_text(lane.thread_idx)}"
+    where = f"block {dim3_text(lane.block_idx)} thread {dim3_text(lane.thread_idx)}"
     return f"0x{lane.address or 0:x} ({where})"
-
-
-def dim_text(value: Dim3 | None) -> str:
-    """``(5,0,0)``, or ``(?)``."""
-    return "(?)" if value is None else "({},{},{})".format(*value)
 
 
 def _squeeze(name: str) -> str:

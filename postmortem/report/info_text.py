@@ -13,7 +13,7 @@ from typing import Any
 
 from postmortem.demangle import demangle
 from postmortem.report.textsafe import escape_controls
-from postmortem.report.values import UNKNOWN, Json, hex_text, size_text
+from postmortem.report.values import UNKNOWN, Json, dim3_text, hex_text, size_text
 
 
 def render_info_text(summary: Json) -> str:
@@ -70,12 +70,12 @@ def _fault_group(count: int, first: Json) -> list[str]:
     who = f"    {_plural(count, first['source'])}; first: "
     block, thread = first["block_idx"], first["thread_idx"]
     if block:
-        who += f"block {_dim3(block)}, "
+        who += f"block {dim3_text(block)}, "
         if thread:
-            who += f"thread {_dim3(thread)}, "
+            who += f"thread {dim3_text(thread)}, "
     who += f"device {_shown(first['device_index'])}, "
     if thread and not block:
-        who += f"thread {_dim3(thread)}, "
+        who += f"thread {dim3_text(thread)}, "
     who += f"sm {_shown(first['sm_id'])}"
     for key, word in (("warp_id", "warp"), ("lane", "lane"), ("grid_id", "grid")):
         if first[key] is not None:
@@ -107,10 +107,9 @@ def _grids(launches: list[Json]) -> list[str]:
     lines = [f"grids: {len(launches)}"]
     for launch in launches:
         g = launch["grid"]
-        grid_dim = _dim3(g["grid_dim"]) if g["grid_dim"] else "(?)"
-        block_dim = _dim3(g["block_dim"]) if g["block_dim"] else "(?)"
+        grid_dim, block_dim = dim3_text(g["grid_dim"]), dim3_text(g["block_dim"])
         cluster = g["cluster_dim"]
-        shown = f" cluster {_dim3(cluster)}" if cluster and cluster != [0, 0, 0] else ""
+        shown = f" cluster {dim3_text(cluster)}" if cluster and cluster != [0, 0, 0] else ""
         lines.append(
             f"  grid {_shown(g['grid_id'])} on device {_shown(g['device_index'])}: "
             f"{_kernel(launch['kernel'])}<<<{grid_dim},{block_dim}>>>{shown}, "
@@ -163,10 +162,6 @@ def _shown(value: object) -> str:
 
 def _plural(count: int, word: Any) -> str:
     return f"{_shown(count)} {_shown(word)}{'s' if count != 1 else ''}"
-
-
-def _dim3(value: list[int] | None) -> str:
-    return UNKNOWN if value is None else "({},{},{})".format(*(_shown(v) for v in value))
 
 
 def _kernel(mangled: str | None) -> str:

@@ -1,7 +1,7 @@
 """How report data spells the values every section shares: addresses, kernels, exceptions.
 
-Sizes are spelled by `postmortem.spelling`, below the analysis that spells them too, and
-re-exported here with the rest."""
+Sizes and 3-D coordinates are spelled by `postmortem.spelling`, below the analysis that
+spells them too, and re-exported here with the rest."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 
 from postmortem.demangle import demangle, without_parameters
 from postmortem.model import Dim3, describe_exception
-from postmortem.spelling import size_text
+from postmortem.spelling import dim3_text, size_text
 
 __all__ = [
     "UNKNOWN",
@@ -49,11 +49,6 @@ def hex_text(value: int | None, spec: str = "x", prefix: str = "0x") -> str:
     """An address or id for people (``0x1f``; `spec` and `prefix` as the template asks),
     ``?`` when the dump does not hold it."""
     return UNKNOWN if value is None else f"{prefix}{value:{spec}}"
-
-
-def dim3_text(value: Dim3 | None) -> str:
-    """``(x,y,z)`` for people, ``(?)`` when the dump's rows are too short to say."""
-    return "(?)" if value is None else "({},{},{})".format(*value)
 
 
 def kernel_json(mangled: str | None) -> Json | None:

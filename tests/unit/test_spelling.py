@@ -1,10 +1,10 @@
-"""Sizes spelled for people, the same in the analysis's messages and in every report."""
+"""Sizes and coordinates spelled for people, alike in the analysis's messages and the reports."""
 
 from __future__ import annotations
 
 import pytest
 
-from postmortem.spelling import size_text
+from postmortem.spelling import dim3_text, size_text
 
 
 @pytest.mark.parametrize(
@@ -22,3 +22,11 @@ from postmortem.spelling import size_text
 )
 def test_a_size_is_spelled_in_the_largest_unit_below_1024(size, shown):
     assert size_text(size) == shown
+
+
+@pytest.mark.parametrize(
+    ("value", "shown"),
+    [((5, 0, 0), "(5,0,0)"), ([64, 1, 1], "(64,1,1)"), ([67, 0, None], "(67,0,?)"), (None, "(?)")],
+)
+def test_a_coordinate_is_spelled_as_a_triple_or_a_question_mark(value, shown):
+    assert dim3_text(value) == shown
