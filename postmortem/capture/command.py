@@ -38,6 +38,7 @@ from postmortem.capture.environment import (
     CaptureSettings,
     EnvironmentPlan,
     plan_environment,
+    sanitizer_warning,
 )
 from postmortem.capture.trigger import (
     find_pipe,
@@ -97,6 +98,9 @@ def capture_command(
         raise BadOption("COMMAND", "missing: give the command to run after --")
     folder = settings.dump_dir.absolute()
     plan = _plan(replace(settings, dump_dir=folder))
+    warning = sanitizer_warning(argv)
+    if warning is not None:
+        say(f"warning: {warning}")
     _make_folder(folder)
     child = run_child(
         argv, plan.environment(os.environ), folder,

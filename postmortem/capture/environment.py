@@ -18,6 +18,10 @@ prescribe, with the names NVIDIA's cuda-gdb manual gives them:
   the `CUDA_*` values above alone (it sets only those not already set).
 - `--kernel-api-log LEVEL`: `SGLANG_KERNEL_API_LOGLEVEL`, `SGLANG_KERNEL_API_LOGDEST` into DIR
   (SGLang expands ``%i`` to the process id) and, at level 10, `SGLANG_KERNEL_API_DUMP_DIR`.
+- `CUDA_LOG_FILE=stderr`: the driver's plain-English error log (CUDA 12.9 and later; "Error
+  Log Management" in the CUDA programming guide) on the command's standard error, so it lands
+  in the host log beside the rest. A file would do too, but the variable takes no pattern:
+  every process of the job would write the one file.
 - `PYTHONUNBUFFERED=1`: the driver aborts the process once the dump is written, and a Python
   program's buffered output would be lost with it; unbuffered, its last lines reach the log.
 
@@ -155,5 +159,19 @@ def _proposed(settings: CaptureSettings) -> list[tuple[str, str]]:
         wanted.append(("SGLANG_KERNEL_API_LOGDEST", str(folder / KERNEL_API_LOG_NAME)))
         if level.isdigit() and int(level) >= 10:
             wanted.append(("SGLANG_KERNEL_API_DUMP_DIR", str(folder / KERNEL_API_DUMPS_NAME)))
+    wanted.append(("CUDA_LOG_FILE", "stderr"))
     wanted.append(("PYTHONUNBUFFERED", "1"))
     return wanted
+
+
+def sanitizer_warning(argv: tuple[str, ...]) -> str | None:
+    """A warning when the command runs under compute-sanitizer, which starts the program with
+    the coredump variables cleared and reports faults itself; None otherwise."""
+    if any(Path(word).name == "compute-sanitizer" for word in argv[:4]):
+        return (
+            "the command runs under compute-sanitizer, which clears the coredump variables for "
+            "the program: expect no dump; its own report, kept in the host log, is the "
+            "evidence (`postmortem analyze DUMP --host-log LOG` joins it to a dump of a run "
+            "without it)"
+        )
+    return None

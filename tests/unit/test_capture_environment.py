@@ -13,6 +13,7 @@ from postmortem.capture.environment import (
     LIGHTWEIGHT_FLAGS,
     CaptureSettings,
     plan_environment,
+    sanitizer_warning,
 )
 from postmortem.errors import BadOption
 
@@ -22,6 +23,7 @@ BASE = {
     "CUDA_COREDUMP_SHOW_PROGRESS": "1",
     "CUDA_COREDUMP_GENERATION_FLAGS": LIGHTWEIGHT_FLAGS,
     "CUDA_COREDUMP_FILE": "/data/dumps/core_%h.%p.%t.nvcudmp",
+    "CUDA_LOG_FILE": "stderr",
     "PYTHONUNBUFFERED": "1",
 }
 HANG = {
@@ -148,3 +150,19 @@ def test_print_env_pasted_into_a_script_elsewhere_keeps_the_dumps_where_asked(tm
     assert shell.returncode == 0, shell.stderr
     assert shell.stdout.splitlines()[-1] == f"{here / 'dumps'}/core_%h.%p.%t.nvcudmp"
     assert (here / "dumps").is_dir() and not (elsewhere / "dumps").exists()
+
+
+@pytest.mark.parametrize(
+    ("argv", "warned"),
+    [
+        (("compute-sanitizer", "--tool", "memcheck", "python", "x.py"), True),
+        (("/usr/local/cuda/bin/compute-sanitizer", "./app"), True),
+        (("python", "serve.py"), False),
+        (("python", "x.py", "--", "a", "compute-sanitizer"), False),
+    ],
+)
+def test_a_command_under_compute_sanitizer_is_warned_of(argv, warned):
+    warning = sanitizer_warning(argv)
+    assert (warning is not None) is warned
+    if warned:
+        assert "clears the coredump variables" in warning
