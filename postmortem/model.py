@@ -41,17 +41,19 @@ EXCEPTION_NAMES: dict[int, str] = {
     26: "Warp Illegal Instruction Encoding",
     27: "Warp Illegal Instruction Parameter",
     28: "Warp Out-of-range Register",
-    29: "Warp Invalid Constant Address (LDC)",
+    29: "Warp Invalid Constant Address",
     30: "Warp MMU Fault",
-    31: "Warp Arrive",
-    32: "Cluster Poison",
+    31: "Warp Barrier Arrival Mismatch",
+    32: "Cluster Shared Memory Issue",
     33: "Warp API Stack Error",
     34: "Warp Block Not Present",
     35: "Warp User Stack Overflow",
     36: "TMA Syscall",
-    0xFFFFFFFF: "Unknown Exception",
+    0xFFFFFFFF: "Device Unknown Exception",
 }
-"""Every code of the public debugger header (CUDBGException_t), in cuda-gdb's words."""
+"""Every code of the public debugger header (CUDBGException_t), in the words cuda-gdb and
+LLDB print (LLDB's CUDAExceptionToString), which are what users search for: 29, 31 and 32
+differ from the enum's names (WARP_INVALID_CONST_ADDR_LDC, WARP_ARRIVE, CLUSTER_POISON)."""
 
 RESERVED_EXCEPTIONS = frozenset({1, 2, 3, 11, 13, 15, 16})
 """Codes the CUDA 13.4 debugger header marks reserved: older drivers wrote them (the name
@@ -75,8 +77,8 @@ def describe_exception(code: int) -> str:
     """The exception's name in words, as cuda-gdb spells it; a reserved code says so, and
     an unknown one is given by number."""
     name = EXCEPTION_NAMES.get(code)
-    if name is None:
-        return f"Unknown exception code {code} (0x{code:x})"
+    if name is None:  # cuda-gdb's words for a code it does not know, and the code
+        return f"Device Unknown Exception (code {code}, 0x{code:x})"
     if code in RESERVED_EXCEPTIONS:
         return f"{name} (a code reserved since CUDA 13.4)"
     return name

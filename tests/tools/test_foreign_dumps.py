@@ -153,7 +153,7 @@ def test_lanes_with_different_codes_at_one_pc_are_separate_sites():
     assert len({s.error_pc for s in sites}) == 1
     names = {s.exception: describe_exception(s.exception or 0) for s in sites}
     assert names[30] == "Warp MMU Fault" and names[36] == "TMA Syscall"
-    assert names[99] == "Unknown exception code 99 (0x63)"
+    assert names[99] == "Device Unknown Exception (code 99, 0x63)"
     assert "reserved" in names[1] and "reserved" in names[13]
     assert all("Unknown" not in names[c] for c in range(23, 37))
 

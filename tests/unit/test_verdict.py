@@ -62,7 +62,7 @@ def test_site_title_names_a_trap_and_an_unnamed_exception(tmp_path):
     assert site_title(trap) == "stopped at a trap"
     assert site_title(replace(trap, faults=())) == "an unnamed exception"
     assert site_title(replace(trap, exception=12)) == "Warp Assert"
-    assert site_title(replace(trap, exception=99)) == "Unknown exception code 99 (0x63)"
+    assert site_title(replace(trap, exception=99)) == "Device Unknown Exception (code 99, 0x63)"
 
 
 def test_no_site_and_no_hang_analysis_is_no_exception():
