@@ -91,12 +91,18 @@ def sniff(path: Path) -> bool:
         return False
 
 
-def iter_dumps(roots: Sequence[Path], *, follow_symlinks: bool = False) -> Iterator[Candidate]:
+def iter_dumps(
+    roots: Sequence[Path],
+    *,
+    follow_symlinks: bool = False,
+    unfollowed: list[Path] | None = None,
+) -> Iterator[Candidate]:
     """Every dump under `roots`, in a stable order (sorted names, depth first).
 
     A root that is a regular file is taken as it is (an error row later if it is no dump);
     one that is missing or not a regular file (a device, a FIFO) is an error row at once.
-    A `DumpUrl` root is an object-store prefix (or one object), listed first.
+    A `DumpUrl` root is an object-store prefix (or one object), listed first. The links left
+    unfollowed (they lead out of the trees) are added to `unfollowed`, when given.
     """
     urls = [root for root in roots if isinstance(root, DumpUrl)]
     roots = [root for root in roots if not isinstance(root, DumpUrl)]
@@ -109,7 +115,7 @@ def iter_dumps(roots: Sequence[Path], *, follow_symlinks: bool = False) -> Itera
     seen: set[_Identity] = {_identity(os.stat(tree)) for tree in trees}
     for root in roots:
         if root.is_dir():
-            yield from _walk(root, trees, seen, follow_symlinks)
+            yield from _walk(root, trees, seen, follow_symlinks, unfollowed)
         else:
             yield from _file_root(root, seen)
 
@@ -133,7 +139,13 @@ def _identity(info: os.stat_result) -> _Identity:
     return info.st_dev, info.st_ino
 
 
-def _walk(tree: Path, trees: list[Path], seen: set[_Identity], follow: bool) -> Iterator[Candidate]:
+def _walk(
+    tree: Path,
+    trees: list[Path],
+    seen: set[_Identity],
+    follow: bool,
+    unfollowed: list[Path] | None,
+) -> Iterator[Candidate]:
     # One sorted listing per open folder, on a stack of our own rather than Python's: the
     # order is a recursive walk's, and a tree 1,000 folders deep needs no recursion limit.
     stack: list[_Listing] = []
@@ -147,7 +159,10 @@ def _walk(tree: Path, trees: list[Path], seen: set[_Identity], follow: bool) -> 
             continue
         path = Path(entry.path)
         info = _target(entry, path, trees, follow)
-        if isinstance(info, Candidate):
+        if info is _UNFOLLOWED:
+            if unfollowed is not None:
+                unfollowed.append(path)
+        elif isinstance(info, Candidate):
             yield info
         elif info is not None and _identity(info) not in seen:
             found = _visit(path, info, seen, stack)
@@ -166,14 +181,20 @@ def _enter(directory: Path, stack: list[_Listing]) -> Candidate | None:
     return None
 
 
+_UNFOLLOWED = Candidate(Path(), "a link out of the trees, not followed")
+"""What `_target` says of a link to something outside the trees that is not to be followed."""
+
+
 def _target(
     entry: os.DirEntry[str], path: Path, trees: list[Path], follow: bool
 ) -> os.stat_result | Candidate | None:
-    """What `entry` (at `path`) is, its link followed; None when it is left out (a link not
-    to be followed, a dangling link, a loop of links, a file gone since it was listed)."""
+    """What `entry` (at `path`) is, its link followed; `_UNFOLLOWED` for a link out of the
+    trees not to be followed; None when it is left out (a dangling link, a loop of links, a
+    file gone since it was listed)."""
     try:
         if entry.is_symlink() and not _link_allowed(path, trees, follow):
-            return None
+            os.stat(entry.path)  # a dangling link or a loop is no dump left behind
+            return _UNFOLLOWED
         return os.stat(entry.path)
     except OSError as error:
         if _listed_as_folder(entry):  # a folder gone or out of reach: its dumps would be lost

@@ -106,7 +106,10 @@ def run_scan(
 ) -> ScanResult:
     """Scan every dump under `roots`. Ctrl-C ends it early with what was finished."""
     started = time.monotonic()
-    candidates = list(iter_dumps(roots, follow_symlinks=options.follow_symlinks))
+    unfollowed: list[Path] = []
+    candidates = list(
+        iter_dumps(roots, follow_symlinks=options.follow_symlinks, unfollowed=unfollowed)
+    )
     todo = [c for c in candidates if not _before_since(c, options.since)]
     rows: list[DumpRow] = []
     state = _Tally(progress, len(todo))
@@ -138,8 +141,20 @@ def run_scan(
     return ScanResult(
         rows=tuple(kept), groups=groups, coarse=coarse_groups(groups), found=len(candidates),
         left_out=len(candidates) - len(todo) + len(rows) - len(kept), interrupted=interrupted,
-        seconds=time.monotonic() - started, cache_hits=hits, warnings=warnings,
+        seconds=time.monotonic() - started, cache_hits=hits,
+        warnings=(*_unfollowed_warning(unfollowed), *warnings),
     )  # fmt: skip
+
+
+def _unfollowed_warning(links: Sequence[Path]) -> tuple[str, ...]:
+    if not links:
+        return ()
+    many = len(links) != 1
+    return (
+        f"{len(links)} symbolic link{'s' if many else ''} lead{'' if many else 's'} out of the "
+        f"scanned folders and {'were' if many else 'was'} not followed (first: {links[0]}); "
+        "--follow-symlinks follows them",
+    )
 
 
 def _memo(options: ScanOptions) -> Path | bool:
