@@ -9,7 +9,6 @@ temporary paths) goes in, so reports of the same dump are identical.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +34,7 @@ from postmortem.report.values import (
     exception_json,
     hex_or_none,
     kernel_json,
+    utc_text,
     version_or_none,
 )
 from postmortem.summary import DumpSummary, KernelLaunch
@@ -279,9 +279,7 @@ def _metadata(summary: DumpSummary) -> Json | None:
         "cuda_version": version_or_none(meta.cuda_driver_version),
         "flags": None if meta.flags is None else list(meta.flag_names),
         "timestamp": meta.timestamp,
-        "written_utc": None
-        if meta.timestamp is None
-        else datetime.fromtimestamp(meta.timestamp, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "written_utc": None if meta.timestamp is None else utc_text(meta.timestamp),
     }
 
 

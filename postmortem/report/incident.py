@@ -5,14 +5,13 @@ of a scan's index."""
 from __future__ import annotations
 
 from collections import Counter
-from datetime import datetime, timezone
 
 from postmortem._version import __version__
 from postmortem.analysis.incident import Incident, IncidentRow, Role
 from postmortem.demangle import demangle
 from postmortem.model import describe_exception
 from postmortem.report.oncall import oncall_json
-from postmortem.report.values import Json
+from postmortem.report.values import Json, utc_text
 
 SCHEMA = "postmortem.incident/1"
 
@@ -52,7 +51,7 @@ def _row(row: IncidentRow) -> Json:
         "role": row.role.value,
         "why": row.why,
         "time": dump.time,
-        "time_utc": None if dump.time is None else _utc(dump.time),
+        "time_utc": None if dump.time is None else utc_text(dump.time),
         "time_source": dump.time_source,
         "error": dump.error,
         "exception": dump.exception,
@@ -61,8 +60,3 @@ def _row(row: IncidentRow) -> Json:
         "signature": dump.signature,
         "kernels": [demangle(k) if k else None for k in dump.kernels],
     }
-
-
-def _utc(seconds: float) -> str:
-    moment = datetime.fromtimestamp(seconds, timezone.utc)
-    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")

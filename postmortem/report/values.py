@@ -5,6 +5,7 @@ spells them too, and re-exported here with the rest."""
 
 from __future__ import annotations
 
+from datetime import datetime, timezone
 from typing import Any
 
 from postmortem.demangle import demangle, without_parameters
@@ -21,6 +22,7 @@ __all__ = [
     "hex_text",
     "kernel_json",
     "size_text",
+    "utc_text",
     "version_or_none",
 ]
 
@@ -49,6 +51,12 @@ def hex_text(value: int | None, spec: str = "x", prefix: str = "0x") -> str:
     """An address or id for people (``0x1f``; `spec` and `prefix` as the template asks),
     ``?`` when the dump does not hold it."""
     return UNKNOWN if value is None else f"{prefix}{value:{spec}}"
+
+
+def utc_text(seconds: float) -> str:
+    """Unix seconds as ISO 8601 UTC, to the second: ``2026-01-01T00:00:03Z``."""
+    moment = datetime.fromtimestamp(seconds, timezone.utc).replace(microsecond=0)
+    return moment.isoformat().replace("+00:00", "Z")
 
 
 def kernel_json(mangled: str | None) -> Json | None:

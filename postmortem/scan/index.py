@@ -4,22 +4,16 @@
 from __future__ import annotations
 
 import os
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from postmortem._version import __version__
 from postmortem.analysis.signature import SIGNATURE_VERSION, Signature
 from postmortem.model import describe_exception
+from postmortem.report.values import utc_text
 from postmortem.scan.group import CoarseGroup, Group
 from postmortem.scan.row import DumpRow, dump_id
 from postmortem.scan.run import ScanResult
-
-
-def iso_time(seconds: float) -> str:
-    """Unix seconds as ISO 8601 UTC, to the second."""
-    moment = datetime.fromtimestamp(seconds, tz=timezone.utc)
-    return moment.replace(microsecond=0).isoformat().replace("+00:00", "Z")
 
 
 def _link(report: str | None, base: Path | None) -> str | None:
@@ -57,7 +51,7 @@ def dump_view(row: DumpRow, earliest: bool, base: Path | None) -> dict[str, Any]
         "type": "dump", "id": dump_id(row), "fingerprint": row.fingerprint,
         "path": row.path, "status": row.status, "error": row.error,
         "size_bytes": row.size_bytes, "mtime": row.mtime, "time": row.time,
-        "time_iso": iso_time(row.time), "time_source": row.time_source, "host": row.host,
+        "time_iso": utc_text(row.time), "time_source": row.time_source, "host": row.host,
         "pid": row.pid, "driver_version": row.driver_version, "devices": list(row.devices),
         "exception": row.exception,
         "exception_name": None if row.exception is None else describe_exception(row.exception),
@@ -75,7 +69,7 @@ def group_view(group: Group, rank: int, base: Path | None) -> dict[str, Any]:
         "type": "group", "rank": rank, "id": group.signature.id, "count": group.count,
         "signature": sig, "kernel": group.kernel, "first_seen": group.first_seen,
         "last_seen": group.last_seen,
-        "first_seen_iso": iso_time(group.first_seen), "last_seen_iso": iso_time(group.last_seen),
+        "first_seen_iso": utc_text(group.first_seen), "last_seen_iso": utc_text(group.last_seen),
         "hosts": [{"host": host, "count": count} for host, count in group.hosts],
         "pids": list(group.pids), "driver_versions": list(group.driver_versions),
         "devices": list(group.devices), "earliest": group.earliest,
