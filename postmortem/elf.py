@@ -126,11 +126,6 @@ class ElfHeader:
         """`e_ident[EI_ABIVERSION]`: 7 in dumps and CUDA 11/12 cubins, 8 in CUDA 13 cubins."""
         return self.ident[8]
 
-    @property
-    def osabi(self) -> int:
-        """`e_ident[EI_OSABI]` (0x33 for CUDA, 0x41 in cubins)."""
-        return self.ident[7]
-
 
 def core_header_problem(head: bytes) -> str | None:
     """Why `head` does not start like a CUDA coredump, or None when it does.

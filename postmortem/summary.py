@@ -8,7 +8,6 @@ from postmortem.codemap import CodeMap, find_faults
 from postmortem.coredump import tables as t
 from postmortem.coredump.reader import Coredump
 from postmortem.coredump.survey import DamageKind
-from postmortem.demangle import demangle
 from postmortem.errors import NoGpuState
 from postmortem.findings import Finding
 from postmortem.model import Device, Fault, Grid, Metadata, Module, TableLayout
@@ -162,8 +161,3 @@ _OPTIONAL = (
 def _optional_sections(core: Coredump) -> dict[str, int]:
     counts = core.section_counts()
     return {t.SECTION_TYPE_NAMES[k]: counts.get(t.SECTION_TYPE_NAMES[k], 0) for k in _OPTIONAL}
-
-
-def kernel_label(mangled: str | None) -> str:
-    """A kernel's name for people: demangled, or a placeholder when unknown."""
-    return demangle(mangled) if mangled else "<unknown kernel>"

@@ -128,8 +128,3 @@ def error_row(
         path, size_bytes, mtime, status, error, mtime, "mtime", None, None, None, (), None, None,
         0, None, None, seconds,
     )  # fmt: skip
-
-
-def with_report(row: DumpRow, report: str | None) -> DumpRow:
-    """`row` with its per-dump report's path."""
-    return replace(row, report=report)
