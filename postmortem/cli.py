@@ -346,6 +346,11 @@ def info(core: Path, fmt: str, as_json: bool, debug: bool) -> None:
     help="What the host printed around the crash (a server's stderr, dmesg, a compute-sanitizer "
     "report, an SGLang kernel API log), joined to the dump (repeatable).",
 )  # fmt: skip
+@click.option(
+    "--no-redact", is_flag=True,
+    help="Quote the host logs as written: no hiding of tokens, passwords, keys, credentials "
+    "in URLs and home folders (hidden by default: reports go to tickets and Sentry).",
+)  # fmt: skip
 @_sentry_option
 @_debug_option
 def analyze(
@@ -364,6 +369,7 @@ def analyze(
     timeout: float,
     verbose: bool,
     host_logs: tuple[Path, ...],
+    no_redact: bool,
     sentry_dsn: str | None,
     debug: bool,
 ) -> None:
@@ -405,7 +411,7 @@ def analyze(
     if host_logs:
         _run(debug, lambda: check_host_logs(host_logs))
     tools = _tools(no_disasm, nvdisasm, no_gdb, cuda_gdb, timeout, source_dirs, path_maps)
-    options = analyze_options(tools, window, mode, host_logs)
+    options = analyze_options(tools, window, mode, host_logs, redact=not no_redact)
     colored = fmt == "text" and output is None and _wants_color(color, sys.stdout)
     if len(cores) > 1:
         _incident(cores, options, fmt, output, colored, sentry_dsn, debug)

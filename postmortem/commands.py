@@ -46,9 +46,10 @@ def analyze_options(
     window: int | None = None,
     mode: str = "auto",
     host_logs: Sequence[Path] = (),
+    redact: bool = True,
 ) -> AnalyzeOptions:
     """The `AnalyzeOptions` of a command's tool settings (built here once, for every command);
-    `host_logs` are joined to every dump analyzed."""
+    `host_logs` are joined to every dump analyzed, their secrets hidden unless not `redact`."""
     from postmortem.analysis.analyze import AnalyzeOptions
     from postmortem.analysis.fault import LocalizeOptions
 
@@ -63,7 +64,7 @@ def analyze_options(
         localize = replace(localize, timeout=tools.timeout)
     return AnalyzeOptions(
         localize, mode=mode, cuda_gdb=not tools.no_gdb, cuda_gdb_path=tools.cuda_gdb,
-        cuda_gdb_origin=tools.cuda_gdb_origin, host_logs=tuple(host_logs),
+        cuda_gdb_origin=tools.cuda_gdb_origin, host_logs=tuple(host_logs), redact=redact,
     )  # fmt: skip
 
 

@@ -30,6 +30,7 @@ from postmortem.coredump.remote import RemoteFile
 from postmortem.errors import ToolFailed, ToolNotFound
 from postmortem.gdb import GdbSession, run_cuda_gdb
 from postmortem.host.reader import read_host_logs
+from postmortem.host.redact import redact_strings
 from postmortem.model import Module
 from postmortem.salvage import dump_findings
 from postmortem.summary import DumpSummary, summarize
@@ -51,6 +52,9 @@ class AnalyzeOptions:
     """What chose `cuda_gdb_path` (an option, a settings file), for provenance."""
     host_logs: tuple[Path, ...] = ()
     """What the host wrote around the crash (`--host-log`), read and joined to the dump."""
+    redact: bool = True
+    """Secrets and home folders hidden in what the host logs say (`postmortem.host.redact`);
+    False: the logs' text as written (`--no-redact`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,7 +115,8 @@ def analyze_dump(path: Path, options: AnalyzeOptions | None = None) -> Analysis:
         for d in analysis.summary.devices
         if d.pci_bus_id is not None and d.pci_dev_id is not None
     )
-    return replace(analysis, host=join_host(host_logs, analysis.sites, running, path, pci))
+    join = join_host(host_logs, analysis.sites, running, path, pci)
+    return replace(analysis, host=redact_strings(join) if options.redact else join)
 
 
 def _analyze(

@@ -119,3 +119,40 @@ def test_every_format_has_the_host_evidence_section(tmp_path, fmt):
     assert result.returncode == 0, result.stderr
     assert "Host evidence" in result.stdout
     assert result.stdout.index("Host evidence") < result.stdout.rindex("Provenance")
+
+
+def test_secrets_and_home_folders_of_a_host_log_stay_out_of_the_report(tmp_path):
+    # GIVEN a host log whose traceback runs from a home folder and whose error line quotes a
+    # token, as a launch command's echo would
+    text = (
+        host_log()
+        .replace('File "serve.py"', 'File "/home/alice/proj/serve.py"')
+        .replace(
+            "was encountered", "was encountered (HF_TOKEN=hf_abcdefghijklmnopqrstuvwxyz012345)"
+        )
+    )
+    log = tmp_path / "host.log"
+    log.write_text(text)
+    # WHEN the dump is analyzed with it, by default and with --no-redact
+    reports = {
+        flag: analyze(
+            DUMP,
+            "--no-gdb",
+            "--no-disasm",
+            "--host-log",
+            log,
+            "--format",
+            "json",
+            *((flag,) if flag else ()),
+        )  # fmt: skip
+        for flag in ("", "--no-redact")
+    }
+    redacted, raw = (reports[""].stdout, reports["--no-redact"].stdout)
+    # THEN the report keeps the evidence and hides the token and the user's name
+    assert reports[""].returncode == 0, reports[""].stderr
+    assert "an illegal memory access was encountered" in redacted
+    assert "hf_abcdefghijklmnopqrstuvwxyz012345" not in redacted and "alice" not in redacted
+    assert "HF_TOKEN=[redacted]" in redacted and "~/proj/serve.py" in redacted
+    # AND --no-redact quotes the log as written
+    assert "hf_abcdefghijklmnopqrstuvwxyz012345" in raw and "/home/alice/proj/serve.py" in raw
+    json.loads(redacted)
