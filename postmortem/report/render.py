@@ -71,11 +71,15 @@ _CONTROLS = re.compile(
 # punctuation be): `[` opens every link, image and link definition (`[x](javascript:…)`,
 # `![](http://…)`), so `]`, `!`, `(` and `)` need none; a backtick opens a code span; `*`,
 # `~` and a run of `_` not inside a word make emphasis or strikethrough; `|` ends a table
-# cell; `\` escapes. The colon of `://` and the dot of `www.` would start GitHub's bare
-# autolinks (its e-mail ones no escape stops). At the start of a value, `#`, `+`, `-`, `=`
-# and `1.` could open a heading, a list or a rule. `<`, `>` and `&` become entities first:
-# no `<http://…>` autolink, no HTML.
-_MD_SYNTAX = re.compile(r"[\\`*\[|~]|_+|:(?=//)|(?<=www)\.|^(\s*)(\d+(?=[.)])|[#+=-])", re.I)
+# cell; `\` escapes, but only before ASCII punctuation or at the end (elsewhere, as in an
+# escaped control `\x1b`, it is a backslash and stays one). The colon of `://` and the dot of
+# `www.` would start GitHub's bare autolinks (its e-mail ones no escape stops). At the start
+# of a value, `#`, `+`, `-`, `=` and `1.` could open a heading, a list or a rule. `<`, `>`
+# and `&` become entities first: no `<http://…>` autolink, no HTML.
+_MD_SYNTAX = re.compile(
+    r"\\(?=[!-/:-@\[-`{-~]|$)|[`*\[|~]|_+|:(?=//)|(?<=www)\.|^(\s*)(\d+(?=[.)])|[#+=-])",
+    re.I,
+)
 
 
 def templates_dir() -> Path:
