@@ -95,3 +95,11 @@ def test_every_markdown_metacharacter_in_prose_is_escaped(text):
     for found in re.finditer(r"(\\*)([\[`*~|])", escaped):
         assert len(found.group(1)) % 2 == 1, (text, escaped)
     assert "://" not in escaped.replace("\\://", "")
+
+
+def test_a_backslash_is_escaped_only_where_it_would_escape():
+    from postmortem.report.render import md_text
+
+    assert md_text("\\x1b[2J") == "\\x1b\\[2J"  # an escaped control, shown once
+    assert md_text("a\\*b") == "a\\\\\\*b"  # before punctuation: both escaped
+    assert md_text("ends\\") == "ends\\\\"
