@@ -9,6 +9,7 @@ stops a report; each becomes one line saying what was lost.
 from __future__ import annotations
 
 from postmortem.codemap import CodeMap
+from postmortem.coredump import tables as t
 from postmortem.coredump.reader import Coredump
 from postmortem.coredump.survey import DamageKind
 from postmortem.findings import Finding, FindingCode, Severity
@@ -52,6 +53,7 @@ def dump_findings(core: Coredump, code_map: CodeMap) -> tuple[Finding, ...]:
                 "its inline chains come from nvdisasm alone, without function names",
             )
         )
+    found.extend(_zero_filled(core))
     found.extend(
         Finding(
             FindingCode.BAD_STRING,
@@ -62,6 +64,40 @@ def dump_findings(core: Coredump, code_map: CodeMap) -> tuple[Finding, ...]:
     )
     order = {Severity.ERROR: 0, Severity.WARNING: 1, Severity.INFO: 2}
     return tuple(sorted(found, key=lambda d: order[d.severity]))
+
+
+_HIDING = frozenset({FindingCode.PARTIAL_DUMP, FindingCode.TOO_MANY_ROWS})
+"""Salvage findings after which an exception may have been in what was lost."""
+
+
+def lost_rows(findings: tuple[Finding, ...]) -> str | None:
+    """When the dump lost rows that could have held an exception, what was lost (the first
+    such finding's message); None when nothing that could hold one was lost."""
+    return next(
+        (f.message for f in findings if f.code in _HIDING and f.severity is Severity.WARNING),
+        None,
+    )
+
+
+def _zero_filled(core: Coredump) -> list[Finding]:
+    """Warp and lane tables whose every byte is zero: no driver writes one (a warp row names
+    its valid lanes, a lane row its PC), so what they held was lost (a dump zeroed by a
+    failing disk or copy, or cut while written into a preallocated file)."""
+    found = []
+    for kind, rows in ((t.WP_TABLE, "warp"), (t.LN_TABLE, "lane")):
+        sections = core.tables.of_type(kind)
+        zeroed = sum(1 for s in sections if not core.tables.data(int(s)).strip(b"\0"))
+        if zeroed:
+            found.append(
+                Finding(
+                    FindingCode.PARTIAL_DUMP,
+                    Severity.WARNING,
+                    f"partial dump: {zeroed} of {len(sections)} {rows} tables are zero-filled: "
+                    f"the {rows}s they held are lost, and with them any exception they recorded",
+                    remedy=_REMEDY,
+                )
+            )
+    return found
 
 
 def _module_name(module: Module) -> str:

@@ -32,7 +32,7 @@ from postmortem.gdb import GdbSession, run_cuda_gdb
 from postmortem.host.reader import read_host_logs
 from postmortem.host.redact import redact_strings
 from postmortem.model import Module
-from postmortem.salvage import dump_findings
+from postmortem.salvage import dump_findings, lost_rows
 from postmortem.summary import DumpSummary, summarize
 from postmortem.tools import ToolChoice, find_tool, tool_version
 from postmortem.urls import DumpUrl
@@ -143,7 +143,7 @@ def _analyze(
     summary = replace(summary, findings=dump_findings(core, code_map))
     return Analysis(
         path, summary, sites, state, hang, check, note, fault_census(sites), builds,
-        decide(sites, hang, state),
+        decide(sites, hang, state, lost_rows(summary.findings)),
         tool_uses(
             __version__, sites, hang, check, note, transfer_note(core),
             _choices(options, check is not None or (note or "").startswith(_GDB_FAILED)),

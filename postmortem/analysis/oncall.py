@@ -26,6 +26,7 @@ from postmortem.analysis.verdict import site_title
 from postmortem.demangle import base_name, collapse_templates, demangle
 from postmortem.findings import Finding, FindingCode
 from postmortem.model import FaultSource
+from postmortem.salvage import lost_rows
 
 __all__ = ["BestGuess", "OnCallSummary", "ProblemClass", "Statement", "oncall_summary"]
 
@@ -46,6 +47,8 @@ class ProblemClass(Enum):
     COLLECTIVE_WAIT = "collective-wait"
     HANG = "hang-unexplained"
     NO_EXCEPTION = "no-exception"
+    DAMAGED = "damaged-dump"
+    """No exception in what could be read, but rows that could hold one were lost."""
 
 
 # Exception codes (model.EXCEPTION_NAMES) by class, and the class in words.
@@ -88,6 +91,13 @@ def oncall_summary(analysis: Analysis) -> OnCallSummary:
     """The on-call summary of `analysis` (its first fault site, else its hang)."""
     if analysis.sites:
         return _fault_summary(analysis, analysis.sites[0])
+    lost = lost_rows(analysis.summary.findings)
+    if lost is not None:  # the absence of an exception says nothing: it may have been lost
+        return OnCallSummary(
+            ProblemClass.DAMAGED, "damaged dump: no exception found in what could be read",
+            Statement(lost, "native reader: salvage"), None,
+            parts.common_ruled_out(analysis, None), parts.dump_step(analysis),
+        )  # fmt: skip
     live = [k for k in analysis.state if k.warps]
     if live and all(is_collective(k.kernel) for k in live):
         return _collective_summary(analysis, live)

@@ -17,6 +17,7 @@ from postmortem.analysis.source import QuotedLine
 from postmortem.cubin.sass import SourceFrame
 from postmortem.demangle import demangle, without_parameters
 from postmortem.findings import Finding, FindingCode, Severity
+from postmortem.salvage import lost_rows
 
 NATIVE = "native reader"
 NVDISASM = "nvdisasm"
@@ -247,7 +248,7 @@ def common_ruled_out(analysis: Analysis, site: FaultSite | None) -> tuple[Statem
     """What any dump's analysis may exclude: a fault (for a dump with none), a stale
     compiler-cache object, a misreading of the dump, damage to it."""
     found = []
-    if site is None and not analysis.summary.faults:
+    if site is None and not analysis.summary.faults and not lost_rows(analysis.summary.findings):
         found.append(Statement("not a fault: no lane, warp or SM row records an exception", NATIVE))
     build = _build_of(analysis, site.function.name if site and site.function else None)
     stale = _not_stale(build) if build else None

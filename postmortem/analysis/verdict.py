@@ -45,9 +45,20 @@ def site_title(site: FaultSite) -> str:
 
 
 def decide(
-    sites: Sequence[FaultSite], hang: HangAnalysis | None, state: Sequence[KernelState]
+    sites: Sequence[FaultSite],
+    hang: HangAnalysis | None,
+    state: Sequence[KernelState],
+    lost: str | None = None,
 ) -> Verdict:
-    """The verdict of an analysis: its first fault site, else its hang, else no exception."""
+    """The verdict of an analysis: its first fault site, else its hang, else no exception.
+    `lost` says what the dump lost that could have held an exception (`salvage.lost_rows`):
+    then the absence of one is said to be the absence in what could be read."""
+    if not sites and lost is not None:
+        return Verdict(
+            VerdictKind.NO_EXCEPTION,
+            f"damaged dump: no exception found in what could be read ({lost})",
+            findings=len(hang.findings) if hang else 0,
+        )
     if not sites and hang is not None:
         warps = sum(k.warps for k in state)
         headline = (
