@@ -255,7 +255,7 @@ def _quality(facts: SignatureInput, line_info: bool, in_app: bool) -> Quality:
             "for a signature with source lines"
         )
     elif not line_info:
-        advice = "no inline chain (is nvdisasm installed? pip install postmortem[tools])"
+        advice = "no inline chain (is nvdisasm installed? pip install 'cuda-postmortem[tools]')"
     elif not in_app:
         advice = "every frame is in a library path; the signature may merge distinct callers"
     return Quality(
