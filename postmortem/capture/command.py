@@ -194,7 +194,16 @@ def _written_dumps(plan: EnvironmentPlan, child: ChildExit) -> list[Path]:
     host = socket.gethostname()
     base = Path.cwd()
     by_pattern = matching_files(pattern, host=host, pid=child.pid, base=base, since=child.started)
-    return unique([*by_pattern, *named_files(child.named, base)])
+    # A path the command's output names is taken only inside the folder the dumps go to: any
+    # line can say "coredump: Writing ELF file to /elsewhere", and capture writes a report
+    # beside each dump it takes.
+    folder = Path(os.path.abspath(base / expand(pattern, host=host, pid=child.pid))).parent
+    existing = named_files(child.named, base)
+    named = [path for path in existing if Path(os.path.abspath(path)).parent == folder]
+    if len(named) < len(existing):
+        outside = len(existing) - len(named)
+        say(f"{outside} dump path(s) named in the output lie outside {folder}: not analyzed")
+    return unique([*by_pattern, *named])
 
 
 def _kernel_api_logs(plan: EnvironmentPlan, folder: Path, since: float) -> list[Path]:
