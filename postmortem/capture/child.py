@@ -49,6 +49,10 @@ _MAX_LINE = 1 << 16
 """A line longer than this (a progress bar redrawn with carriage returns) is logged in pieces."""
 _MAX_NAMED = 4096
 """The most dump paths kept from the driver's lines."""
+MAX_LOG_BYTES = 256 << 20
+"""Past this, the host log is rotated: it moves to ``host.PID.log.1`` (replacing an older
+one) and a new log starts, so a chatty job keeps at most twice this on disk, the newest
+output always in ``host.PID.log``, whose tail is what the analysis reads."""
 _POLL_S = 0.1
 _DRAIN_S = 5.0
 _MAX_DRAIN_S = 120.0
@@ -68,6 +72,9 @@ class ChildExit:
     """The dump paths the driver's progress lines named, in order, as printed."""
     started: float
     """When the command started, Unix seconds."""
+    rotations: int = 0
+    """How often the log was rotated (`MAX_LOG_BYTES`): the earlier output is in
+    ``LOG.1``, older still is gone."""
 
     @property
     def exit_status(self) -> int:
@@ -82,9 +89,12 @@ def run_child(
     *,
     stdout: BinaryIO,
     stderr: BinaryIO,
+    max_log_bytes: int = MAX_LOG_BYTES,
 ) -> ChildExit:
     """Run `argv` to its end with `env`, its output passed on to `stdout` and `stderr` and kept
-    in ``log_dir/host.<pid>.log``.
+    in ``log_dir/host.<pid>.log`` (rotated past `max_log_bytes`). When `stdout` is closed by
+    its reader (`capture -- yes | head -1`), the command's standard output is closed too, so
+    that it ends as it would in a shell pipeline (SIGPIPE).
 
     Raises:
         CommandNotStarted: the program was not found.
@@ -97,7 +107,7 @@ def run_child(
         process = _start(argv, env, log_path)
         forwarder.attach(process.pid)
         log_path = _name_log(log_path, process.pid)
-        log = _Log(log_file)
+        log = _Log(log_file, log_path, max_log_bytes)
         tees = [
             _Tee(process.stdout, stdout, log),  # type: ignore[arg-type]
             _Tee(process.stderr, stderr, log),  # type: ignore[arg-type]
@@ -108,7 +118,9 @@ def run_child(
         _drain(tees)
         log.close()
     named = [path for tee in tees for path in tee.named]
-    return ChildExit(process.pid, returncode, log_path, tuple(named[:_MAX_NAMED]), started)
+    return ChildExit(
+        process.pid, returncode, log_path, tuple(named[:_MAX_NAMED]), started, log.rotations
+    )
 
 
 def _open_log(folder: Path) -> tuple[BinaryIO, Path]:
@@ -145,24 +157,42 @@ def _start(argv: Sequence[str], env: Mapping[str, str], log_path: Path) -> subpr
 
 
 class _Log:
-    """The host log, shared by the two streams' readers; written line by line."""
+    """The host log, shared by the two streams' readers; written whole lines at a time (one
+    write per chunk read, not per line), rotated past `limit` bytes."""
 
-    def __init__(self, file: BinaryIO) -> None:
+    def __init__(self, file: BinaryIO, path: Path, limit: int) -> None:
         self._file = file
+        self._path = path
+        self._limit = limit
+        self._written = 0
+        self.rotations = 0
         self._lock = threading.Lock()
         self._open = True
 
     def write(self, data: bytes) -> None:
         with self._lock:
-            if self._open:
-                with contextlib.suppress(OSError, ValueError):
-                    self._file.write(data)
-                    self._file.flush()
+            if not self._open:
+                return
+            with contextlib.suppress(OSError, ValueError):
+                if self._written and self._written + len(data) > self._limit:
+                    self._rotate()
+                self._file.write(data)
+                self._file.flush()
+                self._written += len(data)
+
+    def _rotate(self) -> None:
+        self._file.close()
+        os.replace(self._path, self._path.with_name(self._path.name + ".1"))
+        self._file = open(self._path, "wb")  # noqa: SIM115 - lives as long as the log
+        self._written = 0
+        self.rotations += 1
 
     def close(self) -> None:
         """Stop writing (a process the command left behind may still print)."""
         with self._lock:
             self._open = False
+            with contextlib.suppress(OSError, ValueError):
+                self._file.close()
 
 
 class _Tee(threading.Thread):
@@ -186,8 +216,9 @@ class _Tee(threading.Thread):
             chunk = _read(fd)
             if not chunk:
                 break
-            self._pass_on(chunk)
             self._lines(chunk)
+            if not self._pass_on(chunk):
+                break  # our reader is gone: closing the pipe ends the command's writes too
         if self._pending:
             self._line(self._pending)
         self._source.close()
@@ -199,20 +230,28 @@ class _Tee(threading.Thread):
         except (OSError, ValueError):  # closed by the thread: read to its end
             return False
 
-    def _pass_on(self, chunk: bytes) -> None:
+    def _pass_on(self, chunk: bytes) -> bool:
+        """Pass `chunk` on; False once the sink's reader has closed it (a broken pipe)."""
         if self._sink is None:
-            return
+            return True
         try:
             self._sink.write(chunk)
             self._sink.flush()
-        except (OSError, ValueError):  # the terminal or pipe went away: keep logging
+        except BrokenPipeError:
             self._sink = None
+            return False
+        except (OSError, ValueError):  # the terminal went away: keep logging
+            self._sink = None
+        return True
 
     def _lines(self, chunk: bytes) -> None:
         data = self._pending + chunk
-        *lines, self._pending = data.split(b"\n")
-        for line in lines:
-            self._line(line)
+        end = data.rfind(b"\n") + 1
+        whole, self._pending = data[:end], data[end:]
+        if whole:
+            self._log.write(whole)
+            if b"coredump:" in whole:
+                self._named(whole.split(b"\n"))
         if len(self._pending) > _MAX_LINE:
             self._line(self._pending)
             self._pending = b""
@@ -221,10 +260,14 @@ class _Tee(threading.Thread):
         # Every line ends in a newline in the log, the last one and a long line's pieces too:
         # else the other stream's next line would be glued to it.
         self._log.write(line + b"\n")
-        if b"coredump:" in line and len(self.named) < _MAX_NAMED:
-            path = written_path(line.decode("utf-8", "replace"))
-            if path is not None:
-                self.named.append(path)
+        self._named([line])
+
+    def _named(self, lines: list[bytes]) -> None:
+        for line in lines:
+            if b"coredump:" in line and len(self.named) < _MAX_NAMED:
+                path = written_path(line.decode("utf-8", "replace"))
+                if path is not None:
+                    self.named.append(path)
 
 
 def _drain(tees: Sequence[_Tee]) -> None:

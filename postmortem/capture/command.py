@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from postmortem.capture.child import ChildExit, run_child
+from postmortem.capture.child import MAX_LOG_BYTES, ChildExit, run_child
 from postmortem.capture.dumps import (
     MTIME_SLACK_S,
     expand,
@@ -108,6 +108,12 @@ def capture_command(
     )  # fmt: skip
     dumps = _written_dumps(plan, child)
     say(f"{argv[0]} {_ended(child.returncode)}; {len(dumps)} dump(s) written; host log {child.log}")
+    if child.rotations:
+        say(
+            f"the host log passed {MAX_LOG_BYTES >> 20} MiB and was rotated "
+            f"{child.rotations} time(s): it holds the newest output, {child.log}.1 what came "
+            "before; older output is gone"
+        )
     logs = (child.log, *_kernel_api_logs(plan, folder, child.started))
     reports = _reports(dumps, report, logs, report.options.mode)
     # What the on-call engineer reads first, then where the whole of it is.

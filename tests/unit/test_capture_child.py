@@ -72,3 +72,36 @@ def test_a_last_line_without_newline_is_not_glued_to_the_other_stream_s(tmp_path
     assert result.stdout == "no newline"
     (log,) = tmp_path.glob("host.*.log")
     assert log.read_text() == "no newline\nerr\n"
+
+
+def test_a_closed_standard_output_ends_the_command_as_a_shell_pipeline_would(tmp_path):
+    # GIVEN `capture -- yes | head -1`: a command that writes forever, read by one that stops
+    line = f"{sys.executable} -m postmortem capture --dir {tmp_path} --no-analyze -- yes | head -1"
+    # WHEN it runs (a hang here would be capture passing on forever to nobody)
+    result = subprocess.run(["sh", "-c", line], capture_output=True, text=True, timeout=60)
+    # THEN it ends, with head's one line, and the log holds what was read
+    assert result.stdout == "y\n"
+    (log,) = tmp_path.glob("host.*.log")
+    assert log.read_text().startswith("y\n")
+
+
+def test_the_host_log_is_written_in_whole_lines_and_rotated_past_its_bound(tmp_path):
+    from postmortem.capture.child import run_child
+
+    # GIVEN a program that prints 200,000 numbered lines (about 1.3 MB), and a 256 KiB bound
+    program = "import sys\nsys.stdout.writelines(f'line {i}\\n' for i in range(200_000))\n"
+    with open(os.devnull, "wb") as sink:
+        child = run_child(
+            [sys.executable, "-c", program], dict(os.environ), tmp_path,
+            stdout=sink, stderr=sink, max_log_bytes=256 << 10,
+        )  # fmt: skip
+    # THEN the log was rotated, the newest output is in the log and the one before in .1,
+    # each under the bound, every line whole
+    assert child.returncode == 0 and child.rotations >= 4
+    newest = child.log.read_bytes()
+    before = child.log.with_name(child.log.name + ".1").read_bytes()
+    assert len(newest) <= 256 << 10 and len(before) <= 256 << 10
+    assert newest.endswith(b"line 199999\n")
+    lines = (before + newest).decode().splitlines()
+    numbers = [int(text.removeprefix("line ")) for text in lines]
+    assert numbers == list(range(numbers[0], 200_000))
