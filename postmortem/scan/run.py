@@ -14,7 +14,7 @@ from pathlib import Path
 
 from postmortem._version import __version__
 from postmortem.analysis.signature import SIGNATURE_VERSION
-from postmortem.errors import ToolNotFound
+from postmortem.errors import ScanCacheError, ToolNotFound
 from postmortem.scan.cache import FileState, ScanCache
 from postmortem.scan.discover import Candidate, iter_dumps
 from postmortem.scan.engine import EngineChoice, open_engine
@@ -113,7 +113,7 @@ def run_scan(
     todo = [c for c in candidates if not _before_since(c, options.since)]
     rows: list[DumpRow] = []
     state = _Tally(progress, len(todo))
-    cache = ScanCache(options.cache_path) if options.cache_path else None
+    cache, cache_warnings = _open_cache(options.cache_path)
     events = _Events(SentrySink(options.sentry)) if options.sentry else None
     interrupted = False
     warnings: tuple[str, ...] = ()
@@ -134,6 +134,7 @@ def run_scan(
         if events is not None:
             warnings = events.close(cache, settings)
         if cache is not None:
+            cache_warnings += _write_failures(cache)
             cache.close()
     kept = _since_kept(rows, todo, options.since)
     kept.sort(key=lambda r: r.path)
@@ -142,8 +143,28 @@ def run_scan(
         rows=tuple(kept), groups=groups, coarse=coarse_groups(groups), found=len(candidates),
         left_out=len(candidates) - len(todo) + len(rows) - len(kept), interrupted=interrupted,
         seconds=time.monotonic() - started, cache_hits=hits,
-        warnings=(*_unfollowed_warning(unfollowed), *warnings),
+        warnings=(*_unfollowed_warning(unfollowed), *cache_warnings, *warnings),
     )  # fmt: skip
+
+
+def _open_cache(path: Path | None) -> tuple[ScanCache | None, tuple[str, ...]]:
+    """The scan cache, or none and why: a cache that cannot be opened or written (a full
+    disk, a read-only home) costs the scan its speed-up, never the scan."""
+    if path is None:
+        return None, ()
+    try:
+        return ScanCache(path), ()
+    except ScanCacheError as error:
+        return None, (f"{error}; scanned without the cache (--no-cache says so quietly)",)
+
+
+def _write_failures(cache: ScanCache) -> tuple[str, ...]:
+    if not cache.write_failures:
+        return ()
+    return (
+        f"the scan cache {cache.path}: {cache.write_failures} row(s) could not be written "
+        "(a full disk or a read-only cache?); the next scan analyzes those dumps again",
+    )
 
 
 def _unfollowed_warning(links: Sequence[Path]) -> tuple[str, ...]:
