@@ -36,6 +36,8 @@ from postmortem.scan.worker import WorkOptions, lost_row, report_path, scan_dump
 from postmortem.urls import absolute_path, as_dump_path, is_url
 
 CONNECT_TIMEOUT_S = 10.0
+_CONNECT_GRACE_S = 2.0
+"""How much longer than its own timeout a connection may take before it is given up on."""
 """How long to wait for the scheduler to answer."""
 
 
@@ -66,16 +68,32 @@ class DaskEngine:
                 client.close()
 
     def _connect(self, distributed: Any) -> Any:
-        try:
-            return distributed.Client(
-                # Bounded by the scan's --timeout too: a scheduler that does not answer is
-                # given up on no later than a dump that does not finish would be.
-                self._address,
-                timeout=min(CONNECT_TIMEOUT_S, self._timeout_s),
-                set_as_default=False,
-            )
-        except Exception as error:  # OSError, TimeoutError, ValueError for a bad address
-            raise EngineUnreachable("--scheduler", self._address, _oneline(error)) from None
+        # Bounded by the scan's --timeout too: a scheduler that does not answer is given up
+        # on no later than a dump that does not finish would be. Dask's own timeout covers a
+        # refused or unroutable address, not a port that accepts and then says nothing: the
+        # connection is made in a thread of its own, and given up on when it outlasts that.
+        limit = min(CONNECT_TIMEOUT_S, self._timeout_s)
+        made: list[Any] = []
+        failed: list[Exception] = []
+
+        def connect() -> None:
+            try:
+                made.append(distributed.Client(self._address, timeout=limit, set_as_default=False))
+            except Exception as error:  # OSError, TimeoutError, ValueError for a bad address
+                failed.append(error)
+
+        thread = threading.Thread(target=connect, name="postmortem-dask-connect", daemon=True)
+        thread.start()
+        thread.join(limit + _CONNECT_GRACE_S)
+        if failed:
+            raise EngineUnreachable("--scheduler", self._address, _oneline(failed[0]))
+        if not made:
+            raise EngineUnreachable(
+                "--scheduler", self._address,
+                f"no answer in {limit:g} s (a port that accepts connections, but no Dask "
+                "scheduler behind it?)",
+            )  # fmt: skip
+        return made[0]
 
     def _scan(
         self,

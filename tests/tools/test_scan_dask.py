@@ -3,6 +3,7 @@ processes on the loopback, started by the test): the same rows and outputs as a 
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import json
 import os
@@ -12,6 +13,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -266,3 +268,37 @@ def test_engine_dask_needs_a_scheduler_and_a_scheduler_needs_engine_dask(tmp_pat
     assert result.returncode == 2 and "--scheduler" in result.stderr
     result = scan(tmp_path, "--scheduler", "tcp://127.0.0.1:8786")
     assert result.returncode == 2 and "is for --engine dask" in result.stderr
+
+
+def test_a_scheduler_that_accepts_but_never_answers_is_a_one_line_error():
+    require_module("distributed", "postmortem[dask] runs scans on a Dask cluster")
+    # GIVEN a port that accepts connections and says nothing (no Dask scheduler behind it)
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen(8)
+        port = server.getsockname()[1]
+        held = []
+        stop = threading.Event()
+
+        def accept() -> None:
+            server.settimeout(0.2)
+            while not stop.is_set():
+                with contextlib.suppress(OSError):
+                    held.append(server.accept()[0])
+
+        acceptor = threading.Thread(target=accept, daemon=True)
+        acceptor.start()
+        try:
+            # WHEN a scan is sent there with a 2 s timeout
+            result = scan(OOB.parent, "--no-cache", "--engine", "dask", "--timeout", "2",
+                          "--scheduler", f"tcp://127.0.0.1:{port}")  # fmt: skip
+        finally:
+            stop.set()
+            acceptor.join()
+            for connection in held:
+                connection.close()
+    # THEN it ends (it waited forever before) with one line saying what was there
+    assert result.returncode == 2
+    (line,) = result.stderr.splitlines()
+    assert line.endswith("no answer in 2 s (a port that accepts connections, but no Dask "
+                         "scheduler behind it?)")  # fmt: skip
