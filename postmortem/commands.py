@@ -77,6 +77,7 @@ def info_text(core: Path, as_json: bool) -> str:
 
     with open_coredump(core) as dump:
         summary = summarize(dump)
+        dump.file.check_unchanged()  # an object replaced while read: no summary
     return render("info", build_info(summary), "json" if as_json else "text")
 
 

@@ -104,6 +104,7 @@ def analyze_dump(path: Path, options: AnalyzeOptions | None = None) -> Analysis:
 
         try:
             analysis = _analyze(path, core, options, start_gdb)
+            core.file.check_unchanged()  # an object replaced while read: no report
         except BaseException:
             cancel.set()
             raise

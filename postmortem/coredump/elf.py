@@ -91,6 +91,10 @@ class MappedFile:
     def ensure_ranges(self, ranges: Iterable[tuple[int, int]]) -> None:
         """Nothing to do: a file's bytes are all there."""
 
+    def check_unchanged(self) -> None:
+        """Nothing to check: a local file is read through one map (see
+        `RemoteFile.check_unchanged` for an object read by ranges)."""
+
     def close(self) -> None:
         mapping = getattr(self, "map", None)
         if mapping is not None:

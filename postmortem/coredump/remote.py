@@ -159,6 +159,28 @@ class RemoteFile:
         self.bytes_fetched += len(data)
         return data
 
+    def check_unchanged(self) -> None:
+        """Raise unless the object is still the version first seen: ranged reads of an object
+        replaced while it was read would mix two dumps into one that never existed.
+
+        Raises:
+            UnreadableFile: the store now holds another version, or cannot say.
+        """
+        if self.version is None:
+            return
+        try:
+            self._fs.invalidate_cache(self._key)
+            now = version_tag(self._fs.info(self._key))
+        except Exception as error:  # noqa: BLE001 - every store raises its own errors
+            raise UnreadableFile(self.path, _describe(error)) from None
+        self.requests += 1
+        if now != self.version:
+            raise UnreadableFile(
+                self.path,
+                f"changed while read (version {self.version} when opened, {now} now): "
+                "no report of a mix of two dumps; scan it again once it is written",
+            )
+
     def _store(self, offset: int, data: bytes) -> None:
         assert self._file is not None
         os.pwrite(self._file.fileno(), data, offset)

@@ -24,11 +24,11 @@ from postmortem.coredump.codec import CODEC_MAGIC_BYTES, sniff_codec
 from postmortem.coredump.decompress import read_decompressed_head
 from postmortem.elf import core_header_problem
 from postmortem.errors import CompressedDumpError
+from postmortem.scan.names import named_like_a_dump
 from postmortem.scan.remote import ObjectInfo, iter_remote_dumps
 from postmortem.urls import DumpUrl
 
 _HEADER_BYTES = 20  # e_ident (16), e_type (2), e_machine (2)
-_DUMP_NAME_HINTS = (".nvcudmp", "cudacore", "cuda_core")
 _NOT_REGULAR = "not a regular file"
 _KINDS = (
     (stat.S_ISDIR, "a directory"), (stat.S_ISCHR, "a character device"),
@@ -236,7 +236,7 @@ def _link_allowed(path: Path, trees: list[Path], follow: bool) -> bool:
 def _candidate(path: Path) -> Candidate | None:
     # A file named like a dump is scanned even when its content is not one (empty, cut
     # short, overwritten): the analysis then says why, in an error row.
-    named_like_one = any(hint in path.name.lower() for hint in _DUMP_NAME_HINTS)
+    named_like_one = named_like_a_dump(path.name)
     try:
         return Candidate(path) if sniff(path) or named_like_one else None
     except OSError as error:

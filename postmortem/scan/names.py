@@ -84,3 +84,15 @@ def parse_name(name: str, patterns: Sequence[str] = DEFAULT_PATTERNS) -> NameFac
             pattern,
         )
     return NameFacts(None, None, None, None)
+
+
+_DUMP_NAME_HINTS = (".nvcudmp", "cudacore", "cuda_core", "core.cuda.")
+"""Parts of a name that say a file is meant to be a dump (cuda-gdb's default, the driver's
+`core.cuda.%h.%p`, SGLang's crash folder's `core.cuda.%t.%p`)."""
+
+
+def named_like_a_dump(name: str) -> bool:
+    """True when `name` says its file is a dump: such a file is scanned even when its content
+    is not one (empty, cut short, overwritten), and the analysis says why in an error row."""
+    lowered = name.lower()
+    return any(hint in lowered for hint in _DUMP_NAME_HINTS)

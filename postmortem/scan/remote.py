@@ -19,6 +19,7 @@ from postmortem.coredump.codec import CODEC_MAGIC_BYTES, sniff_codec
 from postmortem.coredump.decompress import open_decompressed_stream
 from postmortem.coredump.remote import modified_time, version_tag
 from postmortem.elf import core_header_problem
+from postmortem.scan.names import named_like_a_dump
 from postmortem.urls import DumpUrl
 
 _HEAD_BYTES = 4096  # enough compressed bytes to decompress a dump's first 20
@@ -76,10 +77,16 @@ def iter_remote_dumps(url: DumpUrl) -> Iterator[tuple[DumpUrl, ObjectInfo | None
     except Exception as error:  # noqa: BLE001
         yield url, None, f"cannot list: {type(error).__name__}: {error}".rstrip(": ")
         return
-    objects = sorted(
+    files = sorted(
         (name, details) for name, details in listing.items()
-        if details.get("type", "file") == "file" and int(details.get("size") or 0) > 0
+        if details.get("type", "file") == "file"
     )  # fmt: skip
+    # An empty object named like a dump is a row (the analysis says it is empty), as an empty
+    # file is in a folder; other empty objects are no dumps.
+    for name, details in files:
+        if int(details.get("size") or 0) == 0 and named_like_a_dump(name.rpartition("/")[2]):
+            yield DumpUrl(f"{url.protocol}://{name}"), _info(details), None
+    objects = [(n, d) for n, d in files if int(d.get("size") or 0) > 0]
     for start in range(0, len(objects), _BATCH):
         batch = objects[start : start + _BATCH]
         names = [name for name, _ in batch]
@@ -87,8 +94,11 @@ def iter_remote_dumps(url: DumpUrl) -> Iterator[tuple[DumpUrl, ObjectInfo | None
             names, [0] * len(names), [_HEAD_BYTES] * len(names), on_error="return"
         )
         for (name, details), head in zip(batch, heads, strict=True):
+            found = DumpUrl(f"{url.protocol}://{name}")
             if isinstance(head, bytes) and _is_dump(head):
-                yield DumpUrl(f"{url.protocol}://{name}"), _info(details), None
+                yield found, _info(details), None
+            elif not isinstance(head, bytes) and named_like_a_dump(name.rpartition("/")[2]):
+                yield found, _info(details), f"cannot read: {type(head).__name__}: {head}"
 
 
 def _is_dump(head: bytes) -> bool:

@@ -314,3 +314,45 @@ def test_analyze_of_several_urls_is_one_incident(store) -> None:
     assert rows[urls[0]]["role"] == "first-fault"
     assert rows[urls[0]]["time_source"] == "mtime"  # the store's time: no metadata stamp
     assert rows[urls[0]]["time"] is not None
+
+
+def test_an_object_replaced_while_it_is_read_gives_no_report(store) -> None:
+    # GIVEN a dump in the store, opened and read in part
+    endpoint, _ = store
+    import s3fs
+
+    from postmortem.coredump import open_coredump
+    from postmortem.errors import UnreadableFile
+    from postmortem.summary import summarize
+    from postmortem.urls import use_storage_options
+
+    use_storage_options(["s3"], {"endpoint_url": endpoint})
+    fs = s3fs.S3FileSystem(endpoint_url=endpoint, skip_instance_cache=True)
+    key = f"{BUCKET}/changing/core.nvcudmp"
+    fs.put(str(DUMPS / "oob_store.nvcudmp"), key)
+    with open_coredump(f"s3://{key}") as dump:
+        summarize(dump)
+        dump.file.check_unchanged()  # the same object: nothing to say
+        # WHEN another dump replaces it before the reading is done
+        fs.put(str(DUMPS / "hang_barrier.nvcudmp"), key)
+        # THEN the read is refused, naming both versions
+        with pytest.raises(UnreadableFile, match="changed while read"):
+            dump.file.check_unchanged()
+
+
+def test_an_empty_object_named_like_a_dump_is_a_row(store, tmp_path) -> None:
+    # GIVEN a prefix with an empty object named like a dump and an empty one that is not
+    endpoint, _ = store
+    import s3fs
+
+    fs = s3fs.S3FileSystem(endpoint_url=endpoint, skip_instance_cache=True)
+    fs.pipe(f"{BUCKET}/empties/core_host.42.1764201600.nvcudmp", b"")
+    fs.pipe(f"{BUCKET}/empties/notes.txt", b"")
+    lines = tmp_path / "rows.jsonl"
+    # WHEN the prefix is scanned
+    _postmortem(endpoint, "scan", f"s3://{BUCKET}/empties/", "--no-cache", "--jsonl", str(lines))
+    # THEN the empty dump is an error row that says so, and the other object is no row
+    rows = [json.loads(line) for line in lines.read_text().splitlines()]
+    (row,) = [r for r in rows if r["type"] == "dump"]
+    assert row["path"].endswith("core_host.42.1764201600.nvcudmp")
+    assert row["status"] == "error" and "empty" in row["error"]
