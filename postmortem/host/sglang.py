@@ -50,8 +50,11 @@ _SECTIONS = {
     "Keyword input arguments:": "keyword",
     "Output:": "output",
 }
-_ARGUMENT = re.compile(r"^  ([A-Za-z_][\w\[\].]{0,127})=(.*)$")
-_FIELD = re.compile(r"^\s{4,}([a-z_]{1,32})=(.*)$")
+# An argument, and a field of a multi-line tensor, as SGLang indents them (2 and 6 spaces) or
+# not at all (as they reach us through a log that strips indentation, or pasted): inside an
+# open `Tensor(` a `key=value` line is its field, elsewhere an argument.
+_ARGUMENT = re.compile(r"^\s{0,8}([A-Za-z_][\w\[\].]{0,127})=(.*)$")
+_FIELD = re.compile(r"^\s{0,16}([a-z_]{1,32})=(.*)$")
 _INLINE_FIELD = re.compile(
     r"\b(shape|dtype|device|requires_grad|is_contiguous|min|max|mean|nan_count|inf_count)="
     r"(\([^()]*\)|[^,()\s]+)"
@@ -75,6 +78,9 @@ class _Call:
     section: str | None = None
     tensor_name: str | None = None
     tensor_fields: dict[str, str] = field(default_factory=dict)
+    object_depth: int = 0
+    """Inside a multi-line argument that is no tensor (``arg[0]=QKVParallelLinear(``): its
+    lines are its own, not arguments, until its ``)``."""
 
     def close_tensor(self) -> None:
         if self.tensor_name is not None and self.section is not None:
@@ -91,6 +97,8 @@ class _Call:
             self.tensor_name = name
         else:
             self._add(name, None, value)
+            if value.rstrip().endswith("("):
+                self.object_depth = 1
 
     def _add(self, name: str, tensor: TensorInfo | None, text: str) -> None:
         if len(self.arguments) < _KEPT_ARGUMENTS and self.section is not None:
@@ -141,23 +149,30 @@ def _read_line(state: _State, number: int, text: str) -> None:
     stripped = text.strip()
     if stripped in _SECTIONS:
         call.close_tensor()
+        call.object_depth = 0
         call.section = _SECTIONS[stripped]
         call.returned = call.returned or call.section == "output"
         state.level = max(state.level, 3)
         return
     if _dump_line(state, call, text):
         return
+    if call.object_depth:
+        if stripped == ")":
+            call.object_depth -= 1
+        elif stripped.endswith("("):
+            call.object_depth += 1
+        return
+    field_line = _FIELD.match(text) if call.tensor_name is not None else None
+    if field_line is not None:
+        key, value = field_line.groups()
+        call.tensor_fields.setdefault(key, value.strip())
+        if key in ("min", "statistics"):
+            state.level = max(state.level, 5)
+        return
     argument = _ARGUMENT.match(text)
     if argument is not None and call.section is not None:
         call.argument(*argument.groups())
         if "min=" in text or "statistics=" in text:
-            state.level = max(state.level, 5)
-        return
-    field_line = _FIELD.match(text)
-    if field_line is not None and call.tensor_name is not None:
-        key, value = field_line.groups()
-        call.tensor_fields.setdefault(key, value.strip())
-        if key in ("min", "statistics"):
             state.level = max(state.level, 5)
         return
     if stripped == ")" or text.startswith("    "):
