@@ -143,8 +143,30 @@ def run_scan(
         rows=tuple(kept), groups=groups, coarse=coarse_groups(groups), found=len(candidates),
         left_out=len(candidates) - len(todo) + len(rows) - len(kept), interrupted=interrupted,
         seconds=time.monotonic() - started, cache_hits=hits,
-        warnings=(*_unfollowed_warning(unfollowed), *cache_warnings, *warnings),
+        warnings=(
+            *_unfollowed_warning(unfollowed), *cache_warnings,
+            *_credentials_warning(kept, options.engine), *warnings,
+        ),
     )  # fmt: skip
+
+
+_NO_CREDENTIALS = ("NoCredentialsError", "Unable to locate credentials", "DefaultCredentialsError")
+
+
+def _credentials_warning(rows: Sequence[DumpRow], engine: EngineChoice) -> tuple[str, ...]:
+    """On a Dask cluster the objects are read by the workers, with the workers' own
+    environment: rows failing for want of credentials say so once, with where to fix it."""
+    if engine.name != "dask":
+        return ()
+    failed = [r for r in rows if r.error and any(word in r.error for word in _NO_CREDENTIALS)]
+    if not failed:
+        return ()
+    return (
+        f"{len(failed)} dump(s) could not be read on the Dask workers for want of credentials "
+        "(the workers read the store with their own environment, not this one): give the "
+        "workers the store's credentials (their environment or config files), or pass them "
+        "with --storage-option",
+    )
 
 
 def _open_cache(path: Path | None) -> tuple[ScanCache | None, tuple[str, ...]]:

@@ -356,3 +356,34 @@ def test_an_empty_object_named_like_a_dump_is_a_row(store, tmp_path) -> None:
     (row,) = [r for r in rows if r["type"] == "dump"]
     assert row["path"].endswith("core_host.42.1764201600.nvcudmp")
     assert row["status"] == "error" and "empty" in row["error"]
+
+
+def test_dask_workers_without_the_store_s_credentials_are_named_as_the_cause(store, tmp_path):
+    # GIVEN a Dask cluster whose workers were started without the store's credentials
+    endpoint, _ = store
+    require_module("distributed", "postmortem[dask] runs scans on a Dask cluster")
+    from distributed import LocalCluster
+
+    names = ("FSSPEC_S3", *CREDENTIALS)
+    saved = {name: os.environ.pop(name, None) for name in names}
+    try:
+        cluster = LocalCluster(
+            n_workers=1, threads_per_worker=1, processes=True, host="127.0.0.1",
+            dashboard_address="127.0.0.1:0",
+        )  # fmt: skip
+    finally:
+        os.environ.update({k: v for k, v in saved.items() if v is not None})
+    # WHEN a prefix is scanned there from a client that has them
+    with cluster:
+        lines = tmp_path / "dask.jsonl"
+        result = _postmortem(
+            endpoint, "scan", f"s3://{BUCKET}/job-7", "--engine", "dask", "--scheduler",
+            cluster.scheduler_address, "--jsonl", str(lines), "--no-cache",
+        )  # fmt: skip
+    # THEN the dumps are error rows, and one warning says it is the workers' environment
+    rows = _dump_lines(lines)
+    assert rows and all(row["status"] == "error" for row in rows.values()), rows
+    warnings = [line for line in result.stderr.splitlines() if line.startswith("warning:")]
+    assert len(warnings) == 1, result.stderr
+    assert f"{len(rows)} dump(s) could not be read on the Dask workers" in warnings[0]
+    assert "with their own environment" in warnings[0]
