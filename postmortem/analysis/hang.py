@@ -211,37 +211,69 @@ def _where(offset: int, groups: dict[int, StuckGroup]) -> str:
     return text
 
 
+_SHOWN_BLOCKS = 4
+"""Blocks whose warps are listed in a divergent-barrier finding; the others are counted."""
+
+
 def _divergent_barriers(warps: Sequence[WarpPcs], groups: dict[int, StuckGroup]) -> list[Finding]:
     by_block: dict[Dim3, list[WarpPcs]] = defaultdict(list)
     for warp in warps:
         if warp.block_idx is not None:  # a warp of no known block cannot split one
             by_block[warp.block_idx].append(warp)
-    found = []
+    # Blocks split the same way (the same barrier, as many warps waiting, the others at the
+    # same PCs) are one finding: a grid of many blocks hangs in one pattern, not in many.
+    patterns: dict[tuple[int, tuple[int, ...], int, int], list[_Split]] = defaultdict(list)
     for block, members in sorted(by_block.items()):
         waiting = [w for w in members if _all_at(w, groups, "cta")]
         elsewhere = [w for w in members if not _any_at(w, groups, "cta")]
         if not waiting or not elsewhere:
             continue
         barrier = waiting[0].lanes_at[0][0]
-        others = sorted({o for w in elsewhere for o, _ in w.lanes_at})
-        found.append(
-            Finding(
-                FindingCode.DIVERGENT_BARRIER, Severity.ERROR,
-                f"block {dim3_text(block)}: {len(waiting)} warp(s) wait at a block "
-                f"barrier while {len(elsewhere)} warp(s) of the same block are elsewhere: a "
-                "__syncthreads() that not every thread of the block reaches",
-                (
-                    f"at the barrier {_where(barrier, groups)}: warps "
-                    + ", ".join(str(w.warp_id) for w in waiting),
-                    "elsewhere: warps " + ", ".join(str(w.warp_id) for w in elsewhere) + " at "
-                    + "; ".join(_where(o, groups) for o in others),
-                ),
-                caveat="a dump is one instant: the other warps may still be on their way to the "
-                "barrier; the same picture in a second dump taken later makes the deadlock "
-                "certain",
-            )
-        )  # fmt: skip
-    return found
+        others = tuple(sorted({o for w in elsewhere for o, _ in w.lanes_at}))
+        key = (barrier, others, len(waiting), len(elsewhere))
+        patterns[key].append(_Split(block, waiting, elsewhere))
+    return [
+        _divergent_finding(splits, barrier, others, groups)
+        for (barrier, others, _, _), splits in patterns.items()
+    ]
+
+
+@dataclass(frozen=True, slots=True)
+class _Split:
+    """One block's warps at a block barrier and elsewhere."""
+
+    block: Dim3
+    waiting: list[WarpPcs]
+    elsewhere: list[WarpPcs]
+
+
+def _divergent_finding(
+    splits: list[_Split], barrier: int, others: tuple[int, ...], groups: dict[int, StuckGroup]
+) -> Finding:
+    first = splits[0]
+    blocks = ", ".join(dim3_text(s.block) for s in splits[:_SHOWN_BLOCKS])
+    more = len(splits) - _SHOWN_BLOCKS
+    where = (
+        f"block {blocks}"
+        if len(splits) == 1
+        else f"{len(splits)} blocks ({blocks}{f' and {more} more' if more > 0 else ''}), each"
+    )
+    evidence = [f"the barrier: {_where(barrier, groups)}; elsewhere: "
+                + "; ".join(_where(o, groups) for o in others)]  # fmt: skip
+    evidence += [
+        f"block {dim3_text(s.block)}: warps {', '.join(str(w.warp_id) for w in s.waiting)} "
+        f"at the barrier, warps {', '.join(str(w.warp_id) for w in s.elsewhere)} elsewhere"
+        for s in splits[:_SHOWN_BLOCKS]
+    ]
+    return Finding(
+        FindingCode.DIVERGENT_BARRIER, Severity.ERROR,
+        f"{where}: {len(first.waiting)} warp(s) wait at a block barrier while "
+        f"{len(first.elsewhere)} warp(s) of the same block are elsewhere: a __syncthreads() "
+        "that not every thread of the block reaches",
+        tuple(evidence),
+        caveat="a dump is one instant: the other warps may still be on their way to the "
+        "barrier; the same picture in a second dump taken later makes the deadlock certain",
+    )  # fmt: skip
 
 
 def _convergence_splits(warps: Sequence[WarpPcs], groups: dict[int, StuckGroup]) -> list[Finding]:
