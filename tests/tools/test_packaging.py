@@ -151,7 +151,7 @@ schemas = [
     for package, name in [("postmortem.report", "info.schema.json"),
                           ("postmortem.scan", "signature.schema.json")]
 ]
-versions = [postmortem.__version__, metadata.version("postmortem")]
+versions = [postmortem.__version__, metadata.version("cuda-postmortem")]
 print(json.dumps([light, versions, analysis.verdict.kind.value, schemas]))
 """
     # WHEN it analyzes a fixture dump through the top-level API and reads the schemas
