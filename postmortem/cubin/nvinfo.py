@@ -184,6 +184,17 @@ class ToolkitInfo:
             return None
         return not {"-lineinfo", "--generate-line-info"}.isdisjoint(self.options.split())
 
+    def arch_name(self, sm_arch: int) -> str:
+        """The target as the build named it: ``sm_90a`` (an architecture-specific or family
+        target, which the ELF header does not tell from ``sm_90``) when the recorded options
+        say ``-arch sm_90a`` for the header's ``sm_90``; else ``sm_<sm_arch>``."""
+        plain = f"sm_{sm_arch}"
+        words = (self.options or "").replace("=", " ").split()
+        for flag, value in zip(words, words[1:], strict=False):
+            if flag in ("-arch", "--gpu-name") and value[:-1] == plain and value[-1] in "af":
+                return value
+        return plain
+
     @property
     def has_device_debug(self) -> bool | None:
         """True for a ``-G`` build (ptxas ``-g``/``--device-debug``); None when unrecorded."""

@@ -153,7 +153,7 @@ def builds_json(builds: Sequence[BuildInfo]) -> list[Json]:
                 "module_handle": hex_or_none(build.module_handle),
                 "kernels": [kernel_json(k) for k in build.kernels],
                 "elf_abi_version": build.abi_version,
-                "sm_arch": f"sm_{build.sm_arch}",
+                "sm_arch": toolkit.arch_name(build.sm_arch) if toolkit else f"sm_{build.sm_arch}",
                 "tool": toolkit.tool_name if toolkit else None,
                 "tool_version": toolkit.tool_version if toolkit else None,
                 "build_id": toolkit.tool_branch if toolkit else None,

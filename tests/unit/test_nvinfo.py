@@ -354,3 +354,21 @@ def test_kparam_flags_give_size_and_alignment():
     (param,) = info.params
     assert (param.ordinal, param.offset, param.size_bytes, param.log_alignment) == (3, 0x20, 16, 4)
     assert (info.param_offset, info.param_size_bytes) == (None, None)
+
+
+@pytest.mark.parametrize(
+    ("options", "named"),
+    [
+        ("-arch sm_90a -m 64", "sm_90a"),
+        ("-lineinfo  -arch=sm_90a -m 64", "sm_90a"),
+        ("--gpu-name sm_90f", "sm_90f"),
+        ("-arch sm_90 -m 64", "sm_90"),
+        ("-arch sm_100a", "sm_90"),  # another number than the header's: the header wins
+        (None, "sm_90"),
+    ],
+)
+def test_the_target_is_named_as_the_build_recorded_it(options, named):
+    from postmortem.cubin.nvinfo import ToolkitInfo
+
+    toolkit = ToolkitInfo("ptxas", None, None, options, None, 2, "sm_90", (13, 0))
+    assert toolkit.arch_name(90) == named
