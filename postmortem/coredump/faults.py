@@ -25,7 +25,8 @@ def _nowhere(_device: int, _pc: int | None) -> CodeLocation | None:
 
 
 def read_faults(core: Coredump, locate: Locate = _nowhere) -> tuple[Fault, ...]:
-    """Every fault the dump records, lane faults first-class, sorted by location; `locate`
+    """Every fault the dump records, lane faults first, then warp, trap and SM records, each
+    kind sorted by location; `locate`
     places each PC in the dump's code (without it, no fault has a location).
 
     Each faulting lane is a record of its own, with its own exception code, so lanes with
@@ -58,8 +59,14 @@ def read_faults(core: Coredump, locate: Locate = _nowhere) -> tuple[Fault, ...]:
     return tuple(sorted(faults, key=_order))
 
 
-def _order(fault: Fault) -> tuple[int, int, tuple[int, int, int], int, int]:
+_PRECISION = {FaultSource.LANE: 0, FaultSource.WARP: 1, FaultSource.TRAP: 2, FaultSource.SM: 3}
+"""The more precise record leads: a lane's fault names its thread and code, a warp's its PC,
+an SM's only what is left when its warps have exited."""
+
+
+def _order(fault: Fault) -> tuple[int, int, int, tuple[int, int, int], int, int]:
     return (
+        _PRECISION[fault.source],
         fault.device_index,
         -1 if fault.sm_id is None else fault.sm_id,
         fault.block_idx or (-1, -1, -1),

@@ -124,3 +124,36 @@ def test_a_missing_nvdisasm_is_a_diagnosis_not_an_error(tmp_path):
     (site,) = _sites(tmp_path, [WarpSpec(lanes)], options=options)[1]
     assert site.offset == FAULT and site.instruction is None and site.forensics is None
     assert [d.code for d in site.diagnoses] == [FindingCode.NVDISASM_MISSING]
+
+
+def test_a_lane_fault_leads_an_sm_fault_on_a_lower_sm(tmp_path):
+    # GIVEN an SM-level exception on SM 1 (its warps gone) and a lane fault on SM 3
+    from postmortem import open_coredump
+    from postmortem.codemap import find_faults
+    from postmortem.model import FaultSource
+    from tests.tinydump import (
+        BlockSpec,
+        DeviceSpec,
+        DumpSpec,
+        GridSpec,
+        LaneSpec,
+        ModuleSpec,
+        SmFault,
+        WarpSpec,
+        cubin,
+        write_tiny_dump,
+    )  # fmt: skip
+
+    module = ModuleSpec("oob_store")
+    offset = cubin("oob_store").fault["offset"]
+    lane = LaneSpec(offset, exception=14)
+    device = DeviceSpec(
+        [module], [GridSpec(1, module)], [BlockSpec(1, [WarpSpec([lane])], sm=3)],
+        sm_faults=[SmFault(1, 14, 1, offset)],
+    )  # fmt: skip
+    path = write_tiny_dump(tmp_path / "t.nvcudmp", DumpSpec([device], layout="r565"))
+    # WHEN the faults are read
+    with open_coredump(path) as core:
+        faults = find_faults(core)
+    # THEN the lane's, the more precise, comes first
+    assert [(f.source, f.sm_id) for f in faults] == [(FaultSource.LANE, 3), (FaultSource.SM, 1)]
