@@ -278,24 +278,9 @@ def test_a_dask_scan_of_a_prefix_reads_the_store_on_the_workers(store, tmp_path)
     # GIVEN a Dask cluster whose workers know nothing of the store's endpoint
     endpoint, _ = store
     require_module("distributed", "postmortem[dask] runs scans on a Dask cluster")
-    from distributed import LocalCluster
-
-    saved = os.environ.pop("FSSPEC_S3", None)
-    try:
-        cluster = LocalCluster(
-            n_workers=1, threads_per_worker=1, processes=True, host="127.0.0.1",
-            dashboard_address="127.0.0.1:0",
-        )  # fmt: skip
-    finally:
-        if saved is not None:
-            os.environ["FSSPEC_S3"] = saved
+    cluster = _cluster_without("FSSPEC_S3")
     # WHEN the prefix is scanned on it, with the endpoint given on the command line
-    with cluster:
-        lines = tmp_path / "dask.jsonl"
-        result = _postmortem(
-            endpoint, "scan", f"s3://{BUCKET}/job-7", "--engine", "dask", "--scheduler",
-            cluster.scheduler_address, "--jsonl", str(lines), "--no-cache",
-        )  # fmt: skip
+    result, lines = _dask_scan(endpoint, cluster, tmp_path)
     # THEN every dump is read and signed on the worker
     assert result.returncode == 0, result.stderr
     rows = _dump_lines(lines)
@@ -362,24 +347,9 @@ def test_dask_workers_without_the_store_s_credentials_are_named_as_the_cause(sto
     # GIVEN a Dask cluster whose workers were started without the store's credentials
     endpoint, _ = store
     require_module("distributed", "postmortem[dask] runs scans on a Dask cluster")
-    from distributed import LocalCluster
-
-    names = ("FSSPEC_S3", *CREDENTIALS)
-    saved = {name: os.environ.pop(name, None) for name in names}
-    try:
-        cluster = LocalCluster(
-            n_workers=1, threads_per_worker=1, processes=True, host="127.0.0.1",
-            dashboard_address="127.0.0.1:0",
-        )  # fmt: skip
-    finally:
-        os.environ.update({k: v for k, v in saved.items() if v is not None})
+    cluster = _cluster_without("FSSPEC_S3", *CREDENTIALS)
     # WHEN a prefix is scanned there from a client that has them
-    with cluster:
-        lines = tmp_path / "dask.jsonl"
-        result = _postmortem(
-            endpoint, "scan", f"s3://{BUCKET}/job-7", "--engine", "dask", "--scheduler",
-            cluster.scheduler_address, "--jsonl", str(lines), "--no-cache",
-        )  # fmt: skip
+    result, lines = _dask_scan(endpoint, cluster, tmp_path)
     # THEN the dumps are error rows, and one warning says it is the workers' environment
     rows = _dump_lines(lines)
     assert rows and all(row["status"] == "error" for row in rows.values()), rows
@@ -387,3 +357,28 @@ def test_dask_workers_without_the_store_s_credentials_are_named_as_the_cause(sto
     assert len(warnings) == 1, result.stderr
     assert f"{len(rows)} dump(s) could not be read on the Dask workers" in warnings[0]
     assert "with their own environment" in warnings[0]
+
+
+def _cluster_without(*names: str):
+    """A one-worker local Dask cluster whose worker processes lack these variables."""
+    from distributed import LocalCluster
+
+    saved = {name: os.environ.pop(name, None) for name in names}
+    try:
+        return LocalCluster(
+            n_workers=1, threads_per_worker=1, processes=True, host="127.0.0.1",
+            dashboard_address="127.0.0.1:0",
+        )  # fmt: skip
+    finally:
+        os.environ.update({k: v for k, v in saved.items() if v is not None})
+
+
+def _dask_scan(endpoint: str, cluster, tmp_path: Path):
+    """`scan` of the job's prefix on `cluster` (closed after): the run and its JSON lines."""
+    with cluster:
+        lines = tmp_path / "dask.jsonl"
+        result = _postmortem(
+            endpoint, "scan", f"s3://{BUCKET}/job-7", "--engine", "dask", "--scheduler",
+            cluster.scheduler_address, "--jsonl", str(lines), "--no-cache",
+        )  # fmt: skip
+    return result, lines

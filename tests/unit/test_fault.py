@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from postmortem import open_coredump
 from postmortem.analysis.fault import LocalizeOptions, localize
+from postmortem.codemap import find_faults
 from postmortem.findings import FindingCode
 from postmortem.model import FaultSource
 from tests.tinydump import (
@@ -128,22 +129,6 @@ def test_a_missing_nvdisasm_is_a_diagnosis_not_an_error(tmp_path):
 
 def test_a_lane_fault_leads_an_sm_fault_on_a_lower_sm(tmp_path):
     # GIVEN an SM-level exception on SM 1 (its warps gone) and a lane fault on SM 3
-    from postmortem import open_coredump
-    from postmortem.codemap import find_faults
-    from postmortem.model import FaultSource
-    from tests.tinydump import (
-        BlockSpec,
-        DeviceSpec,
-        DumpSpec,
-        GridSpec,
-        LaneSpec,
-        ModuleSpec,
-        SmFault,
-        WarpSpec,
-        cubin,
-        write_tiny_dump,
-    )  # fmt: skip
-
     module = ModuleSpec("oob_store")
     offset = cubin("oob_store").fault["offset"]
     lane = LaneSpec(offset, exception=14)
