@@ -131,8 +131,9 @@ def test_a_hang_dump_is_analyzed_as_a_hang_and_the_mode_can_be_forced():
     assert hang.returncode == 0
     lines = hang.stdout.splitlines()
     assert lines[lines.index("") + 1].endswith(
-        "hang: block (1,0,0): 1 warp(s) wait at a block barrier while 3 warp(s) of the same "
-        "block are elsewhere: a __syncthreads() that not every thread of the block reaches"
+        "hang: 2 blocks ((1,0,0), (2,0,0)), each: 1 warp(s) wait at a block barrier while 3 "
+        "warp(s) of the same block are elsewhere: a __syncthreads() that not every thread of the "
+        "block reaches"
     )
     forced = analyze(DUMPS / "oob_store.nvcudmp", "--no-gdb", "--mode", "hang")
     assert "where every warp is stuck" in forced.stdout
