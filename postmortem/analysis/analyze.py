@@ -7,6 +7,7 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import TypeAlias
 
 from postmortem._version import __version__
 from postmortem.analysis.census import CensusRow, fault_census
@@ -34,7 +35,7 @@ from postmortem.host.redact import redact_strings
 from postmortem.model import Module
 from postmortem.salvage import dump_findings, lost_rows
 from postmortem.summary import DumpSummary, summarize
-from postmortem.tools import ToolChoice, find_tool, tool_version
+from postmortem.tools import ToolChoice, locate_tool, tool_version
 from postmortem.urls import DumpUrl
 
 
@@ -95,7 +96,7 @@ def analyze_dump(path: Path, options: AnalyzeOptions | None = None) -> Analysis:
     cancel = threading.Event()
     with ThreadPoolExecutor(max_workers=1) as pool, open_coredump(path) as core:
 
-        def start_gdb(summary: DumpSummary) -> Future[GdbSession | str] | None:
+        def start_gdb(summary: DumpSummary) -> Future[_GdbOutcome] | None:
             if not options.cuda_gdb:
                 return None
             # A compressed dump is given to cuda-gdb as the reader's decompressed copy.
@@ -124,7 +125,7 @@ def _analyze(
     path: Path,
     core: Coredump,
     options: AnalyzeOptions,
-    start_gdb: Callable[[DumpSummary], Future[GdbSession | str] | None],
+    start_gdb: Callable[[DumpSummary], Future[_GdbOutcome] | None],
 ) -> Analysis:
     code_map = CodeMap(core)
     summary = summarize(core, code_map)
@@ -137,7 +138,7 @@ def _analyze(
     hang = None
     if options.mode == "hang" or (options.mode == "auto" and not sites):
         hang = analyze_hang(core, warps, options.localize, code_map)
-    check, note = _second_opinion(core, gdb, summary)
+    check, note, gdb_ran = _second_opinion(core, gdb, summary)
     sites, check = named_by_gdb(sites, check)
     builds = build_provenance(code_map, _modules_that_matter(core, code_map, sites, state))
     # Names read while localizing (a warp's barrier info) may have added findings.
@@ -147,23 +148,16 @@ def _analyze(
         decide(sites, hang, state, lost_rows(summary.findings)),
         tool_uses(
             __version__, sites, hang, check, note, transfer_note(core),
-            _choices(options, check is not None or (note or "").startswith(_GDB_FAILED)),
+            (_nvdisasm_choice(options.localize), gdb_ran),
         ),
     )  # fmt: skip
 
 
-def _choices(options: AnalyzeOptions, ran_gdb: bool) -> tuple[ToolChoice | None, ToolChoice | None]:
-    """The nvdisasm and cuda-gdb executables this analysis ran, and what chose each."""
-    localize = options.localize
-    nvdisasm = (
-        tool_choice("nvdisasm", localize.nvdisasm, localize.nvdisasm_origin)
-        if localize.disassemble
-        else None
-    )
-    cuda_gdb = (
-        tool_choice("cuda-gdb", options.cuda_gdb_path, options.cuda_gdb_origin) if ran_gdb else None
-    )
-    return nvdisasm, cuda_gdb
+def _nvdisasm_choice(localize: LocalizeOptions) -> ToolChoice | None:
+    """The nvdisasm executable this analysis ran, and what chose it."""
+    if not localize.disassemble:
+        return None
+    return tool_choice("nvdisasm", localize.nvdisasm, localize.nvdisasm_origin)
 
 
 def transfer_note(core: Coredump) -> str | None:
@@ -189,37 +183,42 @@ def _modules_that_matter(
     return [code[0].module for code in codes if code is not None]
 
 
-_GDB_FAILED = "cuda-gdb failed"
+_GdbOutcome: TypeAlias = "tuple[GdbSession | str, ToolChoice | None]"
+"""cuda-gdb's session, or why there is none; and the executable, when it ran."""
 
 
 def _run_gdb(
     path: Path, options: AnalyzeOptions, cancel: threading.Event, summary: DumpSummary
-) -> GdbSession | str:
-    """cuda-gdb's session on the dump, or why there is none."""
+) -> _GdbOutcome:
+    """cuda-gdb's session on the dump, or why there is none, and the executable that ran."""
     if isinstance(path, DumpUrl):
-        return "cuda-gdb not run: it reads local files, and this dump is at a URL"
+        return "cuda-gdb not run: it reads local files, and this dump is at a URL", None
     try:
-        # A cuda-gdb known not to read this dump would spend seconds saying nothing of it.
-        cannot = gdb_cannot_read(
-            tool_version(find_tool("cuda-gdb", options.cuda_gdb_path)), summary
-        )
-        if cannot is not None:
-            return cannot
-        return run_cuda_gdb(
-            path, cuda_gdb=options.cuda_gdb_path, timeout=options.localize.timeout, cancel=cancel
+        choice = locate_tool("cuda-gdb", options.cuda_gdb_path, options.cuda_gdb_origin)
+    except ToolNotFound as error:
+        return f"cuda-gdb not found, so no second opinion; {error.hint}", None
+    # A cuda-gdb known not to read this dump would spend seconds saying nothing of it.
+    cannot = gdb_cannot_read(tool_version(choice.path), summary)
+    if cannot is not None:
+        return cannot, None
+    try:
+        session = run_cuda_gdb(
+            path, cuda_gdb=choice.path, timeout=options.localize.timeout, cancel=cancel
         )
     except ToolNotFound as error:
-        return f"cuda-gdb not found, so no second opinion; {error.hint}"
+        return f"cuda-gdb not found, so no second opinion; {error.hint}", None
     except ToolFailed as error:
-        return f"{_GDB_FAILED}: {error}"
+        return f"cuda-gdb failed: {error}", choice
+    return session, choice
 
 
 def _second_opinion(
-    core: Coredump, gdb: Future[GdbSession | str] | None, summary: DumpSummary
-) -> tuple[CrossCheck | None, str | None]:
+    core: Coredump, gdb: Future[_GdbOutcome] | None, summary: DumpSummary
+) -> tuple[CrossCheck | None, str | None, ToolChoice | None]:
+    """The cross-check or why there is none, and the cuda-gdb that ran (None: none ran)."""
     if gdb is None:
-        return None, "cuda-gdb not run (--no-gdb)"
-    session = gdb.result()
+        return None, "cuda-gdb not run (--no-gdb)", None
+    session, ran = gdb.result()
     if isinstance(session, str):
-        return None, session
-    return crosscheck(core, session, summary), None
+        return None, session, ran
+    return crosscheck(core, session, summary), None, ran

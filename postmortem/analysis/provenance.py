@@ -88,11 +88,11 @@ class ToolUse:
     a CUDA folder or the nvidia wheel (`postmortem.tools.ToolChoice.origin`)."""
 
 
-def tool_choice(name: str, explicit: object, origin: str | None) -> ToolChoice | None:
+def tool_choice(name: str, explicit: str | Path | None, origin: str | None) -> ToolChoice | None:
     """The executable a run of `name` uses with these settings, and what chose it; None when
     there is none (the run then says why)."""
     try:
-        return locate_tool(name, explicit if isinstance(explicit, (str, Path)) else None, origin)
+        return locate_tool(name, explicit, origin)
     except ToolNotFound:
         return None
 
