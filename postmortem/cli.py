@@ -752,6 +752,10 @@ _no_gdb_option = click.option("--no-gdb", is_flag=True, help="Do not ask cuda-gd
     help="SGLang's kernel API log at LEVEL (1, 3, 5 or 10), written into DIR.",
 )  # fmt: skip
 @click.option("--print-env", is_flag=True, help="Print the exports (DIR as given); run nothing.")
+@click.option(
+    "--hang-after", metavar="SECONDS", type=click.FloatRange(min=0, min_open=True),
+    help="Dump a hang (implies --hang) once COMMAND's output has been silent SECONDS.",
+)  # fmt: skip
 @_report_format_option
 @_no_analyze_option
 @_no_disasm_option
@@ -765,6 +769,7 @@ def capture(
     sglang: bool,
     kernel_api_log: str | None,
     print_env: bool,
+    hang_after: float | None,
     fmt: str,
     no_analyze: bool,
     no_disasm: bool,
@@ -779,6 +784,13 @@ def capture(
     forwards signals to it, and writes a report beside each dump. --print-env prints the
     exports instead, for a shell, a Slurm or a Kubernetes spec.
 
+    --hang-after N watches COMMAND's output (both streams, as the host log keeps them): once
+    it has been silent N seconds, a dump is triggered, once, through every coredump pipe
+    COMMAND's processes made in DIR (no ptrace), and analyzed as a hang when COMMAND ends
+    (stopped by its watchdog, or by you). Pick N below the engine's own watchdog (vLLM: 180).
+    A dump a serving engine triggered itself (SGLang's "Triggered CUDA user coredump for PID
+    N" line) is analyzed as a hang too.
+
     Exit status: COMMAND's (128+N when a signal N killed it), whatever the analysis found;
     127 or 126 when it cannot be run; 2 bad arguments.
 
@@ -786,20 +798,23 @@ def capture(
     Examples:
       postmortem capture -- python serve.py --model m
       postmortem capture --hang --dir /scratch/dumps -- torchrun train.py
+      postmortem capture --hang-after 120 -- python -m sglang.launch_server --model m
       postmortem capture --print-env --dir /scratch/dumps >> job.sh
     """
     from postmortem.capture.command import ReportSettings, capture_command, print_env_command
     from postmortem.capture.environment import CaptureSettings
     from postmortem.commands import analyze_options
 
-    settings = CaptureSettings(dump_dir, full, hang, sglang, kernel_api_log)
+    settings = CaptureSettings(
+        dump_dir, full, hang or hang_after is not None, sglang, kernel_api_log
+    )
     if print_env:
         click.echo(_run(debug, lambda: print_env_command(settings)), nl=False)
         return
     report = ReportSettings(
         analyze_options(_tools(no_disasm, None, no_gdb, None)), fmt, not no_analyze
     )
-    sys.exit(_run(debug, lambda: capture_command(command, settings, report)))
+    sys.exit(_run(debug, lambda: capture_command(command, settings, report, hang_after)))
 
 
 @main.command()
@@ -818,6 +833,27 @@ def capture(
     "--wait", default=300.0, show_default=True, type=click.FloatRange(min=0.1),
     help="Seconds to wait for the dump to be written.",
 )  # fmt: skip
+@click.option("--watch", is_flag=True, help="Trigger only when a condition below holds.")
+@click.option(
+    "--on-line", metavar="REGEX",
+    help="Fire on a new line of --log matching REGEX (Python syntax).",
+)  # fmt: skip
+@click.option(
+    "--log", "log", metavar="FILE", type=click.Path(path_type=Path),
+    help="The log to follow (as tail -F: rotation and truncation survived).",
+)  # fmt: skip
+@click.option(
+    "--metrics", metavar="FILE", type=click.Path(path_type=Path),
+    help="A metrics or heartbeat file, for --quiet-for.",
+)  # fmt: skip
+@click.option(
+    "--quiet-for", metavar="SECONDS", type=click.FloatRange(min=0, min_open=True),
+    help="Fire when --log or --metrics has not changed for SECONDS.",
+)  # fmt: skip
+@click.option(
+    "--deadline", metavar="SECONDS", type=click.FloatRange(min=0, min_open=True),
+    help="Fire SECONDS after the watch starts.",
+)  # fmt: skip
 @_report_format_option
 @_no_analyze_option
 @_no_disasm_option
@@ -830,6 +866,12 @@ def trigger(
     dump_glob: str | None,
     timeout: float,
     wait: float,
+    watch: bool,
+    on_line: str | None,
+    log: Path | None,
+    metrics: Path | None,
+    quiet_for: float | None,
+    deadline: float | None,
     fmt: str,
     no_analyze: bool,
     no_disasm: bool,
@@ -842,18 +884,36 @@ def trigger(
     capture --hang`). Writes 1 MiB of zeros into the pipe, waits for the dump, analyzes it
     as a hang and prints the report's path.
 
-    Exit status: 0 report written; 2 no pipe, not a pipe, or an unreadable dump; 5 nobody
-    read the pipe, or no dump was written in time.
+    --watch waits first, polling every 0.2 s without ptrace, until any condition given holds:
+    a new line of --log matches --on-line, --log or --metrics has not changed for
+    --quiet-for seconds, or --deadline seconds have passed. Then it triggers one dump, says
+    what fired it, and goes on as above. It ends with status 5, and no dump, when the
+    process ends first.
+
+    Exit status: 0 report written; 2 no pipe, not a pipe, an unreadable dump, or watch
+    options that do not go together; 5 nobody read the pipe, no dump was written in time,
+    or the watched process ended before the watch fired.
 
     \b
     Examples:
       postmortem trigger --pid 12345
       postmortem trigger postmortem-dumps/corepipe.myhost.12345
+      postmortem trigger --pid 12345 --watch --log train.log \\
+          --on-line 'Watchdog caught collective operation timeout'
+      postmortem trigger --pid 12345 --watch --log serve.log \\
+          --on-line 'Scheduler watchdog timeout|EngineDeadError'
+      postmortem trigger --pid 12345 --watch --metrics heartbeat --quiet-for 60
+      postmortem trigger --pid 12345 --watch --deadline 3600
     """
     from postmortem.capture.command import ReportSettings, TriggerRequest, trigger_dump
+    from postmortem.capture.watch import WatchSpec
     from postmortem.commands import analyze_options
 
-    request = TriggerRequest(pipe, pid, dump_dir, dump_glob, timeout, wait)
+    spec = WatchSpec(on_line, log, metrics, quiet_for, deadline)
+    watching = watch or spec.armed  # a condition given arms the watch by itself
+    request = TriggerRequest(
+        pipe, pid, dump_dir, dump_glob, timeout, wait, spec if watching else None
+    )
     report = ReportSettings(
         analyze_options(_tools(no_disasm, None, no_gdb, None)), fmt, not no_analyze
     )

@@ -7,7 +7,9 @@ waits for it and ends with its exit status, as a shell does (killed by signal N:
 - Standard output and standard error each go through a pipe: every chunk is written on to
   postmortem's own stream at once, and into the host log, whole lines at a time (so the two
   streams interleave by line, as a terminal shows them). Each line is also read for the
-  driver's ``coredump: Writing ELF file to PATH``.
+  driver's ``coredump: Writing ELF file to PATH``, and for SGLang's ``Triggered CUDA user
+  coredump for PID N via PIPE`` (a dump it asked for: a hang). Every chunk read tells the
+  `Activity` given, if any, that the command still speaks (`capture --hang-after`).
 - SIGTERM, SIGHUP, SIGUSR1 and SIGUSR2 sent to postmortem are sent on to the command. The
   command stays in postmortem's process group, so a Ctrl-C (SIGINT) or Ctrl-\\ (SIGQUIT)
   typed at the terminal reaches it, and its own children, straight from the terminal: these
@@ -25,12 +27,14 @@ import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
 from typing import Any, BinaryIO
 
+from postmortem.capture.dumps import triggered_pid
+from postmortem.capture.watch import Activity
 from postmortem.errors import CommandNotExecutable, CommandNotStarted, OutputUnwritable
 from postmortem.host.driver import written_path
 
@@ -75,6 +79,8 @@ class ChildExit:
     rotations: int = 0
     """How often the log was rotated (`MAX_LOG_BYTES`): the earlier output is in
     ``LOG.1``, older still is gone."""
+    triggered: tuple[int, ...] = ()
+    """The process ids SGLang's "Triggered CUDA user coredump for PID N" lines named."""
 
     @property
     def exit_status(self) -> int:
@@ -90,11 +96,14 @@ def run_child(
     stdout: BinaryIO,
     stderr: BinaryIO,
     max_log_bytes: int = MAX_LOG_BYTES,
+    activity: Activity | None = None,
+    on_start: Callable[[int], None] | None = None,
 ) -> ChildExit:
     """Run `argv` to its end with `env`, its output passed on to `stdout` and `stderr` and kept
     in ``log_dir/host.<pid>.log`` (rotated past `max_log_bytes`). When `stdout` is closed by
     its reader (`capture -- yes | head -1`), the command's standard output is closed too, so
-    that it ends as it would in a shell pipeline (SIGPIPE).
+    that it ends as it would in a shell pipeline (SIGPIPE). `activity` is touched at every
+    chunk of output; `on_start` is called with the command's pid once it runs.
 
     Raises:
         CommandNotStarted: the program was not found.
@@ -109,18 +118,22 @@ def run_child(
         log_path = _name_log(log_path, process.pid)
         log = _Log(log_file, log_path, max_log_bytes)
         tees = [
-            _Tee(process.stdout, stdout, log),  # type: ignore[arg-type]
-            _Tee(process.stderr, stderr, log),  # type: ignore[arg-type]
+            _Tee(process.stdout, stdout, log, activity),  # type: ignore[arg-type]
+            _Tee(process.stderr, stderr, log, activity),  # type: ignore[arg-type]
         ]
         for tee in tees:
             tee.start()
+        if on_start is not None:
+            on_start(process.pid)
         returncode = process.wait()
         _drain(tees)
         log.close()
     named = [path for tee in tees for path in tee.named]
+    triggered = dict.fromkeys(pid for tee in tees for pid in tee.triggered)
     return ChildExit(
-        process.pid, returncode, log_path, tuple(named[:_MAX_NAMED]), started, log.rotations
-    )
+        process.pid, returncode, log_path, tuple(named[:_MAX_NAMED]), started, log.rotations,
+        tuple(triggered)[:_MAX_NAMED],
+    )  # fmt: skip
 
 
 def _open_log(folder: Path) -> tuple[BinaryIO, Path]:
@@ -198,13 +211,17 @@ class _Log:
 class _Tee(threading.Thread):
     """Reads one of the command's streams to its end."""
 
-    def __init__(self, source: BinaryIO, sink: BinaryIO, log: _Log) -> None:
+    def __init__(
+        self, source: BinaryIO, sink: BinaryIO, log: _Log, activity: Activity | None = None
+    ) -> None:
         super().__init__(daemon=True)
         self._source = source
         self._sink: BinaryIO | None = sink
         self._log = log
+        self._activity = activity
         self._pending = b""
         self.named: list[str] = []
+        self.triggered: list[int] = []
         self.stop = threading.Event()
         """Set to stop reading before the end of the stream."""
 
@@ -216,6 +233,8 @@ class _Tee(threading.Thread):
             chunk = _read(fd)
             if not chunk:
                 break
+            if self._activity is not None:
+                self._activity.touch()
             self._lines(chunk)
             if not self._pass_on(chunk):
                 break  # our reader is gone: closing the pipe ends the command's writes too
@@ -250,7 +269,7 @@ class _Tee(threading.Thread):
         whole, self._pending = data[:end], data[end:]
         if whole:
             self._log.write(whole)
-            if b"coredump:" in whole:
+            if b"coredump:" in whole or b"Triggered CUDA" in whole:
                 self._named(whole.split(b"\n"))
         if len(self._pending) > _MAX_LINE:
             self._line(self._pending)
@@ -268,6 +287,9 @@ class _Tee(threading.Thread):
                 path = written_path(line.decode("utf-8", "replace"))
                 if path is not None:
                     self.named.append(path)
+            pid = triggered_pid(line)
+            if pid is not None and len(self.triggered) < _MAX_NAMED:
+                self.triggered.append(pid)
 
 
 def _drain(tees: Sequence[_Tee]) -> None:

@@ -5,6 +5,10 @@ analyze each with the host log attached, and write each report beside its dump. 
 a process's pipe, write the trigger, wait for the dump, analyze it as a hang. Both say what
 they do on standard error, one line at a time, prefixed ``postmortem:``; a dump that cannot
 be analyzed gets its one-line error and the others are still analyzed.
+
+`trigger --watch` and `capture --hang-after` first wait for a hang (`capture/watch.py`), then
+write the trigger once. A dump that was asked for (by the watch, or by a serving engine whose
+"Triggered CUDA user coredump for PID N" line is in the host log) is analyzed as a hang.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ import os
 import shlex
 import socket
 import sys
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -24,9 +29,12 @@ import click
 from postmortem.capture.child import MAX_LOG_BYTES, ChildExit, run_child
 from postmortem.capture.dumps import (
     MTIME_SLACK_S,
+    crash_folder_dumps,
+    dump_pid,
     expand,
     file_mtime,
     matching_files,
+    matching_pipes,
     named_files,
     unique,
     wait_for_dump,
@@ -35,19 +43,31 @@ from postmortem.capture.environment import (
     DUMP_NAME,
     KERNEL_API_LEVELS,
     KERNEL_API_LOG_NAME,
+    PIPE_NAME,
     CaptureSettings,
     EnvironmentPlan,
     plan_environment,
     sanitizer_warning,
 )
 from postmortem.capture.trigger import (
+    check_fifo,
     find_pipe,
+    is_fifo,
     pid_of_pipe,
     process_cwd,
     process_environment,
     trigger,
 )
-from postmortem.errors import BadOption, OutputUnwritable, PostmortemError
+from postmortem.capture.watch import (
+    Activity,
+    SilenceCondition,
+    WatchSpec,
+    arm,
+    check_spec,
+    process_alive,
+    watch,
+)
+from postmortem.errors import BadOption, OutputUnwritable, PostmortemError, TriggerTimedOut
 from postmortem.report.textsafe import escape_controls
 
 if TYPE_CHECKING:
@@ -85,9 +105,15 @@ def print_env_command(settings: CaptureSettings) -> str:
 
 
 def capture_command(
-    argv: tuple[str, ...], settings: CaptureSettings, report: ReportSettings
+    argv: tuple[str, ...],
+    settings: CaptureSettings,
+    report: ReportSettings,
+    hang_after: float | None = None,
 ) -> int:
-    """Run `argv` under the capture's variables; the command's exit status.
+    """Run `argv` under the capture's variables; the command's exit status. With
+    `hang_after`, once the command's output (both streams) has been silent that many
+    seconds, a dump is triggered through every coredump pipe its processes made in the
+    folder, once; it is analyzed as a hang when the command ends.
 
     Raises:
         BadOption: no command, or an option value that cannot be used.
@@ -102,10 +128,14 @@ def capture_command(
     if warning is not None:
         say(f"warning: {warning}")
     _make_folder(folder)
+    hang_watch = _HangWatch(hang_after, plan, folder) if hang_after is not None else None
     child = run_child(
         argv, plan.environment(os.environ), folder,
         stdout=sys.stdout.buffer, stderr=sys.stderr.buffer,
+        activity=hang_watch.activity if hang_watch else None,
+        on_start=hang_watch.start if hang_watch else None,
     )  # fmt: skip
+    hang_pids = {*child.triggered, *(hang_watch.finish() if hang_watch else ())}
     dumps = _written_dumps(plan, child)
     say(f"{argv[0]} {_ended(child.returncode)}; {len(dumps)} dump(s) written; host log {child.log}")
     if child.rotations:
@@ -115,7 +145,12 @@ def capture_command(
             "before; older output is gone"
         )
     logs = (child.log, *_kernel_api_logs(plan, folder, child.started))
-    reports = _reports(dumps, report, logs, report.options.mode)
+    pattern = plan.value("CUDA_COREDUMP_FILE") or DUMP_NAME
+    modes = {
+        dump: "hang" if dump_pid(dump, pattern) in hang_pids else report.options.mode
+        for dump in dumps
+    }
+    reports = _reports(dumps, report, logs, modes)
     # What the on-call engineer reads first, then where the whole of it is.
     for _, summary in reports:
         click.echo(summary, err=True)
@@ -140,6 +175,8 @@ class TriggerRequest:
     """Seconds to wait for a process to read the pipe (and to take the trigger)."""
     wait: float = 300.0
     """Seconds to wait for the dump to be written."""
+    watch: WatchSpec | None = None
+    """Trigger only once one of its conditions holds; None: at once."""
 
 
 def trigger_dump(request: TriggerRequest, report: ReportSettings) -> Path:
@@ -147,18 +184,24 @@ def trigger_dump(request: TriggerRequest, report: ReportSettings) -> Path:
     not analyzed).
 
     Raises:
-        BadOption: neither or both of a pipe and a pid.
-        PipeNotFound, NotAFifo, UnreadableFile: no pipe to write to.
-        TriggerTimedOut: nobody took the trigger, or no dump was written in time.
+        BadOption: neither or both of a pipe and a pid, or watch options that do not go
+            together.
+        PipeNotFound, NotAFifo, UnreadableFile: no pipe to write to, or no file to watch.
+        TriggerTimedOut: nobody took the trigger, or no dump was written in time, or the
+            watched process ended before the watch fired.
         PostmortemError: the dump cannot be analyzed, or its report written.
     """
     pipe, pid = request.pipe, request.pid
     if (pipe is None) == (pid is None):
         raise BadOption("PIPE", "give the pipe, or --pid PID, not both")
+    if request.watch is not None:
+        check_spec(request.watch)
     if pipe is None:
         assert pid is not None
         pipe = find_pipe(pid, request.dump_dir, os.environ)
     pid = pid if pid is not None else pid_of_pipe(pipe)
+    if request.watch is not None:
+        _watch_process(request.watch, pipe, pid)
     triggered = trigger(pipe, request.timeout)
     say(f"triggered a dump through {pipe}")
     globs = [request.dump_glob] if request.dump_glob else _dump_globs(pid, request.dump_dir)
@@ -170,6 +213,75 @@ def trigger_dump(request: TriggerRequest, report: ReportSettings) -> Path:
     host_log = request.dump_dir.absolute() / f"host.{pid}.log"
     logs = (host_log,) if pid is not None and host_log.is_file() else ()
     return _report(dump, report, logs, "hang")[0]
+
+
+def _watch_process(spec: WatchSpec, pipe: Path, pid: int | None) -> None:
+    """Wait until a condition of `spec` holds (said in one line).
+
+    Raises:
+        TriggerTimedOut: the process ended first (without a pid: its pipe went away).
+    """
+    check_fifo(pipe)  # the watch may last hours: a path that is not a pipe is said first
+    conditions = arm(spec, time.monotonic())
+    if pid is not None:
+        alive, who = process_alive(pid), f"process {pid}"
+    else:
+        alive, who = (lambda: is_fifo(pipe)), f"the reader of {pipe}"
+    say(f"watching {who}; the dump is triggered on: {spec.describe()}")
+    started = time.monotonic()
+    fired = watch(conditions, alive)
+    if fired is None:
+        waited = round(time.monotonic() - started, 1)
+        ended = f"{who} ended" if pid is not None else f"{pipe} went away"
+        raise TriggerTimedOut(pipe, waited, f"{ended} before the watch fired; no dump taken")
+    say(f"watch fired after {fired.after_s:.1f} s: {fired.reason}")
+
+
+class _HangWatch:
+    """`capture --hang-after`: a thread that waits for the command's silence, then triggers
+    a dump through each coredump pipe made in the folder since the capture started."""
+
+    def __init__(self, seconds: float, plan: EnvironmentPlan, folder: Path) -> None:
+        self.activity = Activity()
+        self._seconds = seconds
+        self._pipe = plan.value("CUDA_COREDUMP_PIPE") or str(folder / PIPE_NAME)
+        self._since = time.time()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._pids: set[int] = set()
+
+    def start(self, pid: int) -> None:
+        """Watch the command `pid` (called once it runs)."""
+        self._thread = threading.Thread(target=self._run, args=(pid,), daemon=True)
+        self._thread.start()
+
+    def finish(self) -> set[int]:
+        """Stop watching; the process ids whose dumps were triggered."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        return self._pids
+
+    def _run(self, pid: int) -> None:
+        condition = SilenceCondition(self.activity, self._seconds)
+        fired = watch([condition], process_alive(pid), stop=self._stop)
+        if fired is None:
+            return
+        say(f"hang watch fired after {fired.after_s:.1f} s: {fired.reason}")
+        host = socket.gethostname()
+        pipes = matching_pipes(self._pipe, host=host, base=Path.cwd(), since=self._since)
+        if not pipes:
+            say(f"no coredump pipe to write to ({self._pipe}): did the command start CUDA?")
+        for pipe in pipes:
+            try:
+                trigger(pipe, 10.0)
+            except PostmortemError as error:
+                say(f"error: {error}")
+                continue
+            target = dump_pid(pipe, self._pipe) or pid_of_pipe(pipe)
+            if target is not None:
+                self._pids.add(target)
+            say(f"triggered a dump through {pipe}; it is analyzed as a hang when the command ends")
 
 
 def _plan(settings: CaptureSettings) -> EnvironmentPlan:
@@ -204,12 +316,15 @@ def _written_dumps(plan: EnvironmentPlan, child: ChildExit) -> list[Path]:
     # line can say "coredump: Writing ELF file to /elsewhere", and capture writes a report
     # beside each dump it takes.
     folder = Path(os.path.abspath(base / expand(pattern, host=host, pid=child.pid))).parent
+    # SGLang's crash folder may put dumps in a folder per host inside the capture folder.
+    crash_folder = crash_folder_dumps(folder, child.started)
+    inside = {folder, *(Path(os.path.abspath(path)).parent for path in crash_folder)}
     existing = named_files(child.named, base)
-    named = [path for path in existing if Path(os.path.abspath(path)).parent == folder]
+    named = [path for path in existing if Path(os.path.abspath(path)).parent in inside]
     if len(named) < len(existing):
         outside = len(existing) - len(named)
         say(f"{outside} dump path(s) named in the output lie outside {folder}: not analyzed")
-    return unique([*by_pattern, *named])
+    return unique([*by_pattern, *named, *crash_folder])
 
 
 def _kernel_api_logs(plan: EnvironmentPlan, folder: Path, since: float) -> list[Path]:
@@ -238,15 +353,16 @@ def _dump_globs(pid: int | None, dump_dir: Path) -> list[str]:
 
 
 def _reports(
-    dumps: list[Path], report: ReportSettings, logs: tuple[Path, ...], mode: str
+    dumps: list[Path], report: ReportSettings, logs: tuple[Path, ...], modes: dict[Path, str]
 ) -> list[tuple[Path, str]]:
-    """A report beside each dump that can be analyzed (the others said in one line each); the
-    reports written, each with its on-call summary."""
+    """A report beside each dump that can be analyzed (the others said in one line each), in
+    its mode (hang for a dump that was asked for); the reports written, each with its
+    on-call summary."""
     if not report.analyze:
         for dump in dumps:
-            say(f"dump: {dump}")
+            say(f"dump: {dump}" + (" (a hang)" if modes[dump] == "hang" else ""))
         return []
-    written = (_report_or_say(dump, report, logs, mode) for dump in dumps)
+    written = (_report_or_say(dump, report, logs, modes[dump]) for dump in dumps)
     return [path for path in written if path is not None]
 
 

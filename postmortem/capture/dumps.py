@@ -13,6 +13,17 @@ process (``%t`` matched as digits), and by the line the driver prints for every 
 The line also names the dumps of the command's own child processes (a server's workers), whose
 process ids the pattern cannot know. What a log says is untrusted: a named path is used only
 when it is a file that exists.
+
+A dump can be asked for rather than caused by a fault, and is then analyzed as a hang: one
+that `capture --hang-after` triggered, and one a serving engine triggered itself. SGLang's
+crash path writes the coredump pipe of each scheduler process and logs (as its
+`cudacore_pyspy_dump_utils.trigger_cuda_user_coredump` does):
+
+    Triggered CUDA user coredump for PID 4242 via /work/corepipe.cuda.node-1.4242
+
+`triggered_pid` reads that line. A dump is tied to such a trigger by the process id in its
+name (`dump_pid`), and SGLang's own crash folder names its dumps ``core.cuda.%t.%p``, without
+``.nvcudmp``, possibly in a folder per host (`crash_folder_dumps`).
 """
 
 from __future__ import annotations
@@ -26,8 +37,12 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 from postmortem.errors import TriggerTimedOut
+from postmortem.scan.names import DEFAULT_PATTERNS, parse_name
 
 _PLACEHOLDER = re.compile(r"%(.)", re.DOTALL)
+_TRIGGERED = re.compile(rb"Triggered CUDA user coredump for PID (\d{1,10}) via \S")
+SGLANG_DUMP_NAME = "core.cuda.%t.%p"
+"""The name SGLang's crash folder gives each dump (no ``.nvcudmp``)."""
 MTIME_SLACK_S = 0.5
 """How much older than the start of a capture or trigger a dump's time may read (file times
 are kept at the kernel's coarse clock)."""
@@ -162,3 +177,57 @@ def _size(path: Path) -> int:
         return path.stat().st_size
     except OSError:
         return 0
+
+
+def triggered_pid(line: bytes) -> int | None:
+    """The process id in SGLang's "Triggered CUDA user coredump for PID N via PIPE" line;
+    None for any other line."""
+    if b"Triggered CUDA" not in line:
+        return None
+    match = _TRIGGERED.search(line)
+    return int(match[1]) if match else None
+
+
+def dump_pid(path: Path, pattern: str = "") -> int | None:
+    """The process id a dump's name carries: by `pattern` (a `CUDA_COREDUMP_FILE`), SGLang's
+    ``core.cuda.%t.%p``, then the driver's defaults; None when no pattern names it."""
+    patterns = [pattern.rsplit("/", 1)[-1]] if "%p" in pattern else []
+    try:
+        return parse_name(path.name, (*patterns, SGLANG_DUMP_NAME, *DEFAULT_PATTERNS)).pid
+    except ValueError:  # a pattern with another % specifier: only the defaults apply
+        return parse_name(path.name, (SGLANG_DUMP_NAME, *DEFAULT_PATTERNS)).pid
+
+
+def crash_folder_dumps(folder: Path, since: float) -> list[Path]:
+    """Dumps named as SGLang's crash folder names them (``core.cuda.%t.%p``), in `folder` or
+    a folder directly in it (one per host), written since `since`. Oldest first."""
+    found = []
+    for pattern in ("core.cuda.*", "*/core.cuda.*"):
+        for name in glob.glob(os.path.join(glob.escape(str(folder)), pattern)):
+            path = Path(name)
+            mtime = file_mtime(path)
+            if mtime is None or mtime < since - MTIME_SLACK_S:
+                continue
+            if parse_name(path.name, (SGLANG_DUMP_NAME, "core.cuda.%h.%p")).pid is not None:
+                found.append((mtime, name))
+    return [Path(name) for _, name in sorted(found)]
+
+
+def matching_pipes(pattern: str, *, host: str, base: Path, since: float) -> list[Path]:
+    """The named pipes `pattern` (a `CUDA_COREDUMP_PIPE`) names for `host` and any process,
+    made since `since` (relative names taken from `base`)."""
+    full = pattern if os.path.isabs(pattern) else os.path.join(base, pattern)
+    regex = _regex(full, host=host, pid=None)
+    found = []
+    for name in glob.glob(expand(full, host=host, pid=None)):
+        try:
+            info = os.stat(name)
+        except (OSError, ValueError):
+            continue
+        if (
+            regex.fullmatch(name) is not None
+            and stat.S_ISFIFO(info.st_mode)
+            and info.st_mtime >= since - MTIME_SLACK_S
+        ):
+            found.append(Path(name))
+    return sorted(found)

@@ -69,7 +69,7 @@ def find_pipe(pid: int, dump_dir: Path, environ: Mapping[str, str]) -> Path:
     for folder in dict.fromkeys((cwd, Path.cwd(), Path("/tmp"))):
         patterns += [str(folder / name) for name in DRIVER_PIPE_NAMES]
     existing = [p for pattern in patterns for p in _existing(expand(pattern, host=host, pid=pid))]
-    fifos = [p for p in existing if _is_fifo(p)]
+    fifos = [p for p in existing if is_fifo(p)]
     if fifos or existing:
         return (fifos or existing)[0]
     named = (p.replace("%h", host).replace("%p", str(pid)) for p in patterns)
@@ -113,7 +113,7 @@ def trigger(pipe: Path, timeout: float) -> Triggered:
         NotAFifo: `pipe` is not a named pipe.
         TriggerTimedOut: no process opened the pipe for reading in time, or took nothing.
     """
-    _check_fifo(pipe)
+    check_fifo(pipe)
     at = time.time()
     fd = _open_writer(pipe, timeout)
     try:
@@ -123,7 +123,8 @@ def trigger(pipe: Path, timeout: float) -> Triggered:
     return Triggered(pipe, written, at)
 
 
-def _check_fifo(pipe: Path) -> None:
+def check_fifo(pipe: Path) -> None:
+    """Raises `UnreadableFile` when `pipe` is not there, `NotAFifo` when it is not a pipe."""
     try:
         mode = pipe.stat().st_mode
     except OSError as error:
@@ -177,7 +178,8 @@ def _mtime(path: Path) -> float:
     return 0.0
 
 
-def _is_fifo(path: Path) -> bool:
+def is_fifo(path: Path) -> bool:
+    """True when `path` leads to a named pipe."""
     try:
         return stat.S_ISFIFO(path.stat().st_mode)
     except OSError:

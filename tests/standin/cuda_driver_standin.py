@@ -18,12 +18,18 @@ What it imitates, from the environment the driver reads:
   `CUDA_COREDUMP_PIPE` (default ``corepipe.cuda.%h.%p``), blocks reading 1 MiB from it, then
   writes the hang dump and goes on hanging.
 - `CUDA_COREDUMP_GENERATION_FLAGS` is ignored: the fixture is copied as it is.
+- `--self-trigger` (with `--hang`): as SGLang's crash path does, the process writes its own
+  pipe and logs ``Triggered CUDA user coredump for PID N via PIPE`` (on standard error, as
+  its logger does); once the dump is written it exits (`--exit N`).
 
 For the tests' sake: `--say TEXT` prints TEXT on standard output first; `--record FILE` appends
 the name of every signal received to FILE (SIGUSR1/2 are survived, the others then kill it as
 they would by default); `--ready FILE` writes the pid into FILE once the signal handlers and the
 pipe are in place; `--wait` hangs until a signal ends it; `--worker` has a child process of its
-own fault (its dump is named by the child's pid, found only through the printed line).
+own fault (its dump is named by the child's pid, found only through the printed line);
+`--live SECONDS` ends the process (`--exit N`) after SECONDS whatever it is doing, the pipe
+left behind as a killed process leaves it; `--coredump-file PATTERN` is the program setting
+`CUDA_COREDUMP_FILE` itself before CUDA starts (its value wins over the environment's).
 """
 
 from __future__ import annotations
@@ -37,6 +43,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -107,6 +114,8 @@ def hang(args: argparse.Namespace) -> None:
     pipe = Path(expand(os.environ.get("CUDA_COREDUMP_PIPE") or "corepipe.cuda.%h.%p"))
     os.mkfifo(pipe)
     ready(args)
+    if args.self_trigger:
+        threading.Thread(target=self_trigger, args=(pipe,), daemon=True).start()
     try:
         with open(pipe, "rb") as reader:  # blocks until a writer opens it
             taken = 0
@@ -115,7 +124,28 @@ def hang(args: argparse.Namespace) -> None:
         write_dump(args.hang)
     finally:
         pipe.unlink()
+    if args.self_trigger:
+        sys.exit(args.exit)
     wait()
+
+
+def self_trigger(pipe: Path) -> None:
+    # SGLang's trigger_cuda_user_coredump: a non-blocking open, one byte, then its log line.
+    while True:
+        try:
+            fd = os.open(pipe, os.O_WRONLY | os.O_NONBLOCK)
+            break
+        except OSError:  # no reader yet
+            time.sleep(0.01)
+    try:
+        os.write(fd, b"1")
+    finally:
+        os.close(fd)
+    print(
+        f"[2025-11-27 02:00:00 TP0] Triggered CUDA user coredump for PID {os.getpid()} via {pipe}",
+        file=sys.stderr,
+        flush=True,
+    )
 
 
 def record(path: Path) -> None:
@@ -159,7 +189,14 @@ def main() -> None:
     parser.add_argument("--ready", type=Path)
     parser.add_argument("--wait", action="store_true")
     parser.add_argument("--worker", action="store_true")
+    parser.add_argument("--self-trigger", action="store_true")
+    parser.add_argument("--live", type=float, metavar="SECONDS")
+    parser.add_argument("--coredump-file", metavar="PATTERN")
     args = parser.parse_args()
+    if args.coredump_file is not None:
+        os.environ["CUDA_COREDUMP_FILE"] = args.coredump_file
+    if args.live is not None:
+        threading.Timer(args.live, os._exit, args=(args.exit,)).start()
     if args.worker:
         worker(sys.argv[1:])
     if args.record is not None:
