@@ -22,6 +22,8 @@ from postmortem.analysis.fault import FaultSite
 from postmortem.analysis.inline import CUDA_GDB, FrameName
 from postmortem.coredump import Coredump
 from postmortem.coredump import tables as t
+from postmortem.cubin.inspect import function_label, function_name
+from postmortem.cubin.sass import SourceFrame
 from postmortem.demangle import demangle, without_parameters
 from postmortem.findings import Finding, FindingCode
 from postmortem.gdb.banner import parse_exception_banner
@@ -199,6 +201,9 @@ def _banner_checks(faults: Sequence[Fault], banner: CudaException | None) -> lis
     return checks
 
 
+SYMBOL_FACT = "kernel + offset of the error PC"
+
+
 def _symbol_check(fault: Fault, session: GdbSession) -> Check:
     location = fault.location
     native = "outside every module"
@@ -206,7 +211,7 @@ def _symbol_check(fault: Fault, session: GdbSession) -> Check:
         native = f"{demangle(location.function)} + {location.offset}"
     symbol = _value(parse_info_symbol(session.output("info symbol $errorpc") or ""))
     said = None if symbol is None else f"{symbol.symbol} + {symbol.offset}"
-    return Check("kernel + offset of the error PC", native, said)
+    return Check(SYMBOL_FACT, native, said)
 
 
 def _kernels_check(summary: DumpSummary, session: GdbSession) -> Check:
@@ -298,9 +303,11 @@ def named_by_gdb(
     focus lane (a lane of the first site). Where the line table has named the frame at F:L,
     X becomes a check of that name; where nothing has (no line table), X names that frame.
     """
-    if check is None or not check.backtrace or not sites or not sites[0].chain:
+    if check is None or not check.backtrace or not sites:
         return tuple(sites), check
     top, first = check.backtrace[0], sites[0]
+    if not first.chain:
+        return tuple(sites), _with_call_stack(first, check)
     depth = next(
         (
             depth for depth, frame in enumerate(first.chain)
@@ -309,6 +316,7 @@ def named_by_gdb(
         ),
         None,
     )  # fmt: skip
+    check = _with_call_stack(first, check)
     if depth is None or not top.inline_function:
         return tuple(sites), check
     names = list(first.frame_names or (None,) * len(first.chain))
@@ -322,3 +330,33 @@ def named_by_gdb(
         known.demangled, demangle(top.inline_function),
     )  # fmt: skip
     return tuple(sites), replace(check, checks=(*check.checks, agreement))
+
+
+def _with_call_stack(site: FaultSite, check: CrossCheck) -> CrossCheck:
+    """The error PC's function and offset, and the call stack, checked against cuda-gdb's
+    `info symbol` and `bt` where the PC lies in a called function."""
+    frames = site.calls.frames if site.calls else ()
+    inner = frames[0] if frames else None
+    if inner is None or inner.function is None or not site.calls or not site.calls.is_called:
+        return check
+    checks = [
+        replace(c, native=f"{function_label(inner.function.name)} + {inner.offset}")
+        if c.fact == SYMBOL_FACT
+        else c
+        for c in check.checks
+    ]
+    ours = " < ".join(_frame_key(f.function.name if f.function else "?", f.chain) for f in frames)
+    theirs = " < ".join(
+        _frame_key(f.function, (SourceFrame(f.file, f.line),) if f.file and f.line else ())
+        for f in check.backtrace
+    )
+    checks.append(Check("call stack (function at file:line)", ours, theirs))
+    return replace(check, checks=tuple(checks))
+
+
+def _frame_key(function: str, chain: tuple[SourceFrame, ...]) -> str:
+    # Both sides reduced to the function's base name and the innermost line: cuda-gdb
+    # prints a kernel frame as `k<<<…>>>`, a clone as `f(…) [clone k(…)]`.
+    name = without_parameters(function_name(function).split(" [clone ", 1)[0])
+    where = f"{PurePosixPath(chain[0].file).name}:{chain[0].line}" if chain else "?"
+    return f"{name} at {where}"

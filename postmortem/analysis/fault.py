@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from postmortem.analysis import diagnose as dx
+from postmortem.analysis.calls import CallStack, unwind
 from postmortem.analysis.disassembly import disassemble_function, quoted
 from postmortem.analysis.forensics import Forensics, examine
 from postmortem.analysis.inline import FrameName, NamedChain, line_table_chain, reconcile
@@ -59,7 +60,8 @@ class FaultSite:
     module: Module | None
     """The module whose relocated image holds the PC."""
     function: Function | None
-    """The function holding the PC (absolute addresses of the relocated image)."""
+    """The kernel (the function owning the code section) holding the PC, in absolute
+    addresses of the relocated image; `calls` names a called function the PC is in."""
     offset: int | None
     """PC minus the start of the function's code section (nvdisasm's `/*offset*/`)."""
     instruction: SassInstruction | None
@@ -74,6 +76,8 @@ class FaultSite:
     """The instruction decoded and its address per lane; None without an instruction."""
     frame_names: tuple[FrameName | None, ...] = ()
     """The function of each frame of `chain` (and `quoted`), where a source names it."""
+    calls: CallStack | None = None
+    """The first faulting lane's call stack (one frame when nothing was called)."""
 
     @property
     def module_handle(self) -> int | None:
@@ -81,11 +85,23 @@ class FaultSite:
         return None if self.module is None else self.module.module_handle
 
     @property
+    def innermost(self) -> Function | None:
+        """The function holding the PC: a called function's clone, or the kernel."""
+        frames = self.calls.frames if self.calls else ()
+        return frames[0].function if frames and frames[0].function else self.function
+
+    @property
     def location(self) -> str | None:
-        """``kernel+0xd0``: the function (parameters dropped) and the offset of the PC."""
-        if self.function is None or self.offset is None:
+        """``kernel+0xd0``: the function holding the PC (parameters dropped) and the PC's
+        offset in it; a called function's own offset, not the kernel's."""
+        frames = self.calls.frames if self.calls else ()
+        if frames and frames[0].function is not None and frames[0].offset is not None:
+            function, offset = frames[0].function, frames[0].offset
+        elif self.function is not None and self.offset is not None:
+            function, offset = self.function, self.offset
+        else:
             return None
-        return f"{without_parameters(self.function.demangled)}+0x{self.offset:x}"
+        return f"{without_parameters(function.demangled)}+0x{offset:x}"
 
 
 def localize(
@@ -132,7 +148,8 @@ def _localize_site(
             outside.append(dx.images_missing([m.module_handle for m in missing]))
         return _replace(base, diagnoses=tuple(outside))
     summary = code_map.summary(location.module)
-    function = summary.find_function(pc) if summary else None
+    function = summary.find_entry(pc) if summary else None
+    inner = summary.find_function(pc) if summary else None
     notes: list[Finding] = []
     lane_offsets = {f.function_offset for f in faults if f.function_offset is not None}
     if lane_offsets - {location.offset}:
@@ -147,8 +164,8 @@ def _localize_site(
         offset=location.offset, has_line_info=has_lines,
     )  # fmt: skip
     native = (
-        line_table_chain(code_map, location.module, function, location.offset)
-        if function is not None else None
+        line_table_chain(code_map, location.module, inner, location.offset)
+        if inner is not None else None
     )  # fmt: skip
     if native is not None:
         site = _replace(
@@ -156,8 +173,16 @@ def _localize_site(
             quoted=quoted(code_map, native.frames, options.source_dirs, options.path_maps),
         )  # fmt: skip
     if not options.disassemble or function is None or summary is None:
-        return _replace(site, diagnoses=tuple(notes))
-    return _disassembled(core, code_map, site, location.section_address, options, notes, native)
+        return _replace(site, diagnoses=tuple(notes), calls=_unwind(core, code_map, faults, None))
+    site = _disassembled(core, code_map, site, location.section_address, options, notes, native)
+    return _replace(site, calls=_unwind(core, code_map, faults, site.disassembly))
+
+
+def _unwind(
+    core: Coredump, code_map: CodeMap, faults: tuple[Fault, ...], listing: Disassembly | None
+) -> CallStack | None:
+    lane = next((f for f in faults if f.lane_record is not None), None)
+    return unwind(core, code_map, lane, listing) if lane else None
 
 
 def _build_notes(

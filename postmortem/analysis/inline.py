@@ -14,10 +14,9 @@ from dataclasses import dataclass
 
 from postmortem.codemap import CodeMap
 from postmortem.cubin.dwarfinfo import InlinedCall, InlineTree
-from postmortem.cubin.inspect import Function
+from postmortem.cubin.inspect import Function, function_name
 from postmortem.cubin.lines import InlineFrame, LineTable
 from postmortem.cubin.sass import SourceFrame
-from postmortem.demangle import demangle
 from postmortem.findings import Finding, FindingCode, Severity
 from postmortem.model import Module
 
@@ -39,7 +38,7 @@ class FrameName:
 
     @property
     def demangled(self) -> str:
-        return demangle(self.function)
+        return function_name(self.function)
 
 
 @dataclass(frozen=True, slots=True)

@@ -77,8 +77,7 @@ def site_guess(analysis: Analysis, site: FaultSite) -> BestGuess:
     unknown: list[str] = []
     kernel = instruction = None
     if site.function is not None:
-        where = f" at +0x{site.offset:x}" if site.offset is not None else ""
-        kernel = Statement(f"{site.function.demangled}{where}", f"{NATIVE}: error PC")
+        kernel = _kernel_statement(site)
         if site.instruction is not None:
             instruction = Statement(site.instruction.text, NVDISASM)
         else:
@@ -91,6 +90,25 @@ def site_guess(analysis: Analysis, site: FaultSite) -> BestGuess:
     frame, line = _chain_guess(site.chain, site.frame_names, site.quoted, no_chain, unknown)
     return BestGuess(
         kernel, instruction, frame, line, _address_guess(site, unknown), tuple(unknown)
+    )
+
+
+def _kernel_statement(site: FaultSite) -> Statement:
+    # A PC in a called function names that function, its offset and who called it.
+    assert site.function is not None
+    frames = site.calls.frames if site.calls and site.calls.is_called else ()
+    inner = frames[0] if frames else None
+    if inner is None or inner.function is None or inner.offset is None:
+        where = f" at +0x{site.offset:x}" if site.offset is not None else ""
+        return Statement(f"{site.function.demangled}{where}", f"{NATIVE}: error PC")
+    callers = " <- ".join(
+        without_parameters(f.function.demangled) + (f" ({f.chain[0].file}:{f.chain[0].line})"
+                                                    if f.chain else "")
+        for f in frames[1:] if f.function is not None
+    )  # fmt: skip
+    return Statement(
+        f"{inner.function.demangled} at +0x{inner.offset:x}, called from {callers}",
+        f"{NATIVE}: error PC and the lane's backtrace rows",
     )
 
 

@@ -7,6 +7,8 @@ Signature version 2 (``SIGNATURE_VERSION``) is built from, in this order:
    argument list collapsed to ``<>`` (``cutlass::Kernel<cutlass::Gemm<...>>`` →
    ``cutlass::Kernel<>``);
 3. the offset of the faulting PC in the kernel's code section (never an absolute address);
+   for a PC in a called function (the lane's backtrace rows say so), its offset in that
+   function;
 4. the function of the innermost in-app frame, normalized like the kernel (``pm::store<>``;
    ``?`` when no source names it), from the cubin's line table;
 5. the top inline frames at that PC as ``file:line``, innermost first, after `--map-path` and
@@ -37,6 +39,7 @@ from typing import Any
 
 from postmortem.analysis.analyze import Analysis
 from postmortem.analysis.source import PathMap
+from postmortem.cubin.inspect import clone_parts
 from postmortem.cubin.sass import SourceFrame
 from postmortem.demangle import normalize_name
 from postmortem.model import describe_exception
@@ -269,15 +272,24 @@ def signature_input(analysis: Analysis) -> SignatureInput:
     if analysis.sites:
         site = analysis.sites[0]
         kernel = site.function.name if site.function else None
+        # A PC in a called function: that function's own offset, and a clone named as
+        # its callee, so every kernel calling it at that line keys alike.
+        inner = site.calls.frames[0] if site.calls and site.calls.is_called else None
+        offset = inner.offset if inner and inner.offset is not None else site.offset
         return SignatureInput(
-            site.exception, kernel, site.offset, site.chain, site.has_line_info,
-            tuple(n.function if n else None for n in site.frame_names),
+            site.exception, kernel, offset, site.chain, site.has_line_info,
+            tuple(_callee(n.function) if n else None for n in site.frame_names),
         )  # fmt: skip
     if analysis.hang and analysis.hang.groups:
         group = analysis.hang.groups[0]
         names = tuple(n.function if n else None for n in group.frame_names)
         return SignatureInput(None, group.kernel, group.offset, group.chain, None, names)
     return SignatureInput(None, None, None, (), None)
+
+
+def _callee(name: str) -> str:
+    parts = clone_parts(name)
+    return parts[1] if parts else name
 
 
 def read_key(key: str) -> dict[str, str]:

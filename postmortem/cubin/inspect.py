@@ -43,10 +43,41 @@ class Function:
 
     @property
     def demangled(self) -> str:
-        return demangle(self.name)
+        """The name as written in the source: a clone's is its callee's."""
+        return function_name(self.name)
+
+    @property
+    def clone_in(self) -> str | None:
+        """For a clone ptxas made of a called function, the mangled kernel it lives in."""
+        parts = clone_parts(self.name)
+        return parts[0] if parts else None
 
     def contains(self, pc: int) -> bool:
         return self.address <= pc < self.address + self.size_bytes
+
+
+def clone_parts(name: str) -> tuple[str, str] | None:
+    """(kernel, callee) of `$<kernel>$<callee>`, the local copy ptxas makes of a device
+    function a kernel calls (CALL.REL.NOINC) without inlining it; None for other names."""
+    if not name.startswith("$"):
+        return None
+    kernel, dollar, callee = name[1:].partition("$")
+    return (kernel, callee) if dollar and kernel and callee else None
+
+
+def function_name(name: str) -> str:
+    """A function symbol demangled; a clone named as its callee (cuda-gdb adds
+    `[clone <kernel>]`, which a call stack shows beside the name instead)."""
+    parts = clone_parts(name)
+    return demangle(parts[1] if parts else name)
+
+
+def function_label(name: str) -> str:
+    """A function symbol as cuda-gdb names it: a clone as `callee [clone kernel]`."""
+    parts = clone_parts(name)
+    if parts is None:
+        return demangle(name)
+    return f"{demangle(parts[1])} [clone {demangle(parts[0])}]"
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,8 +127,18 @@ class CubinSummary:
         return next((s for s in self.code_sections if s.contains(pc)), None)
 
     def find_function(self, pc: int) -> Function | None:
-        """The function whose symbol range holds `pc` (kernel or device function)."""
-        return next((f for f in self.functions if f.contains(pc)), None)
+        """The innermost function whose symbol range holds `pc`: a kernel's symbol spans the
+        clones of the functions it calls, so the smallest range is the function itself."""
+        holding = [f for f in self.functions if f.contains(pc)]
+        return min(holding, key=lambda f: f.size_bytes) if holding else None
+
+    def find_entry(self, pc: int) -> Function | None:
+        """The function that owns the code section holding `pc`: the kernel, for a PC in
+        a clone of a function it calls."""
+        code = self.find_code(pc)
+        if code is None or code.symbol_index is None:
+            return self.find_function(pc)
+        return next((f for f in self.functions if f.symbol_index == code.symbol_index), None)
 
 
 def summarize_cubin(
@@ -125,7 +166,13 @@ def _summarize(view: memoryview, fetch: Fetch | None) -> CubinSummary:
     sections = Sections(view, header, fetch=fetch)
     names = [sections.name(index) for index in range(sections.count)]
     functions = _functions(sections, names)
-    by_section = {f.section_index: f for f in functions}
+    # A section's owner is its kernel, else the function at its start: clones of called
+    # functions share the kernel's section.
+    by_section: dict[int, Function] = {}
+    for f in functions:
+        held = by_section.get(f.section_index)
+        if held is None or _owns_before(f, held, int(sections.addr[f.section_index])):
+            by_section[f.section_index] = f
     code = []
     flags = sections.flags
     for index in (i for i in range(sections.count) if int(flags[i]) & SHF_EXECINSTR):
@@ -141,6 +188,13 @@ def _summarize(view: memoryview, fetch: Fetch | None) -> CubinSummary:
     arch = (header.flags >> 8) & 0xFF if abi >= 8 else header.flags & 0xFF
     debug = tuple(name for name in _DEBUG_SECTIONS if name in names)
     return CubinSummary(abi, arch, tuple(code), functions, debug)
+
+
+def _owns_before(candidate: Function, held: Function, start: int) -> bool:
+    def rank(f: Function) -> tuple[bool, bool, int]:
+        return (f.is_kernel, f.address == start, f.size_bytes)
+
+    return rank(candidate) > rank(held)
 
 
 def _functions(sections: Sections, names: list[str]) -> tuple[Function, ...]:

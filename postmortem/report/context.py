@@ -25,6 +25,7 @@ from postmortem.analysis.verdict import Verdict, VerdictKind
 from postmortem.demangle import demangle
 from postmortem.findings import Finding
 from postmortem.model import Fault, FaultSource
+from postmortem.report.calls import calls_json
 from postmortem.report.forensics import builds_json, census_json, counts_json, forensics_json
 from postmortem.report.host import host_json
 from postmortem.report.oncall import oncall_json
@@ -155,6 +156,7 @@ def _site(site: FaultSite) -> Json:
         "offset": site.offset,
         "offset_hex": hex_or_none(site.offset),
         "location": site.location,
+        "calls": calls_json(site.calls),
         "driver_says": next((f.detail for f in site.faults if f.detail), None),
         "census": counts_json(count_faults(site.faults)),
         "faults": [_coords(f) for f in site.faults],

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from postmortem import find_faults, open_coredump
+from postmortem import CodeMap, find_faults, open_coredump
+from postmortem.cubin.inspect import function_label
 from postmortem.demangle import demangle, without_parameters
 from postmortem.gdb import (
     Parsed,
@@ -74,13 +75,19 @@ def test_exception_banner_and_focus_agree(path):
 
 @pytest.mark.parametrize("path", FAULTING, ids=lambda p: p.name)
 def test_info_symbol_agrees_with_the_native_location(path):
+    # cuda-gdb names the innermost function symbol: a called function's clone, with its
+    # own offset, for a PC in a call.
     with open_coredump(path) as core:
-        faults = find_faults(core)
-    location = faults[0].location
-    assert location is not None and location.function is not None
+        code_map = CodeMap(core)
+        faults = find_faults(core, code_map)
+        location, pc = faults[0].location, faults[0].error_pc
+        assert location is not None and location.function is not None and pc is not None
+        summary = code_map.summary(location.module)
+        function = summary.find_function(pc) if summary else None
+    assert function is not None
     symbol = _parsed(parse_info_symbol(_session(path).output("info symbol $errorpc") or ""))
-    assert symbol.symbol == demangle(location.function)
-    assert symbol.offset == location.offset
+    assert symbol.symbol == function_label(function.name)
+    assert symbol.offset == pc - function.address
     assert symbol.section == location.section_name
 
 

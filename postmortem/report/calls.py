@@ -1,0 +1,57 @@
+"""A lane's call stack as report data: one entry per called function, innermost first."""
+
+from __future__ import annotations
+
+from postmortem.analysis.calls import CallFrame, CallStack
+from postmortem.cubin.inspect import Function, function_name
+from postmortem.demangle import demangle, without_parameters
+from postmortem.report.values import Json, hex_or_none
+
+
+def calls_json(stack: CallStack | None) -> Json | None:
+    """The stack, its call depth and what limits it; None where no lane row was read."""
+    if stack is None:
+        return None
+    return {
+        "call_depth": stack.call_depth,
+        "hidden_system_frames": stack.hidden,
+        "notes": list(stack.notes),
+        "frames": [_frame(f) for f in stack.frames],
+    }
+
+
+def _frame(frame: CallFrame) -> Json:
+    innermost = frame.chain[0] if frame.chain else None
+    return {
+        "level": frame.level,
+        "pc_hex": hex_or_none(frame.pc),
+        "function": _function(frame.function),
+        "offset_hex": hex_or_none(frame.offset),
+        "section_offset_hex": hex_or_none(frame.section_offset),
+        "instruction": frame.instruction.text if frame.instruction else None,
+        "file": innermost.file if innermost else None,
+        "line": innermost.line if innermost else None,
+        "chain": [
+            {
+                "file": f.file,
+                "line": f.line,
+                "function": name.demangled if name else None,
+            }
+            for f, name in zip(
+                frame.chain, frame.frame_names or (None,) * len(frame.chain), strict=True
+            )
+        ],
+    }
+
+
+def _function(function: Function | None) -> Json | None:
+    if function is None:
+        return None
+    full = function_name(function.name)
+    clone_in = function.clone_in
+    return {
+        "mangled": function.name,
+        "demangled": full,
+        "short": without_parameters(full),
+        "clone_in": None if clone_in is None else without_parameters(demangle(clone_in)),
+    }
