@@ -20,6 +20,7 @@ from postmortem.coredump import Coredump
 from postmortem.cubin.inspect import Function
 from postmortem.cubin.nvdisasm import Disassembly
 from postmortem.cubin.sass import SassInstruction, SourceFrame
+from postmortem.demangle import demangle
 from postmortem.model import Fault, Module
 
 # sm_70 and later encode every instruction in 16 bytes.
@@ -54,6 +55,17 @@ class CallFrame:
     @property
     def is_call_site(self) -> bool:
         return self.level > 0
+
+    @property
+    def name(self) -> str | None:
+        """The function demangled as written in the source (a clone as its callee)."""
+        return None if self.function is None else self.function.demangled
+
+    @property
+    def clone_in(self) -> str | None:
+        """For a clone ptxas made of a called function, the kernel it lives in, demangled."""
+        kernel = self.function.clone_in if self.function else None
+        return None if kernel is None else demangle(kernel)
 
 
 @dataclass(frozen=True, slots=True)

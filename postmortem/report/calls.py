@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 from postmortem.analysis.calls import CallFrame, CallStack
-from postmortem.cubin.inspect import Function, function_name
-from postmortem.demangle import demangle, without_parameters
+from postmortem.demangle import without_parameters
 from postmortem.report.values import Json, hex_or_none
 
 
@@ -25,7 +24,7 @@ def _frame(frame: CallFrame) -> Json:
     return {
         "level": frame.level,
         "pc_hex": hex_or_none(frame.pc),
-        "function": _function(frame.function),
+        "function": _function(frame),
         "offset_hex": hex_or_none(frame.offset),
         "section_offset_hex": hex_or_none(frame.section_offset),
         "instruction": frame.instruction.text if frame.instruction else None,
@@ -44,14 +43,12 @@ def _frame(frame: CallFrame) -> Json:
     }
 
 
-def _function(function: Function | None) -> Json | None:
-    if function is None:
+def _function(frame: CallFrame) -> Json | None:
+    if frame.function is None or frame.name is None:
         return None
-    full = function_name(function.name)
-    clone_in = function.clone_in
     return {
-        "mangled": function.name,
-        "demangled": full,
-        "short": without_parameters(full),
-        "clone_in": None if clone_in is None else without_parameters(demangle(clone_in)),
+        "mangled": frame.function.name,
+        "demangled": frame.name,
+        "short": without_parameters(frame.name),
+        "clone_in": None if frame.clone_in is None else without_parameters(frame.clone_in),
     }
