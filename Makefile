@@ -1,4 +1,4 @@
-.PHONY: help demo test lint format fixtures golden bench scanbench fuzz
+.PHONY: help demo test lint format fixtures golden bench scanbench fuzz corpus
 help: ## list the targets
 	@grep -E '^[a-z]+:.*## ' Makefile | sed 's/:.*## /\t/'
 demo: ## install into .venv and run postmortem on the bundled sample dump
@@ -25,3 +25,5 @@ bench: scanbench ## reader on a 4 GiB, 100,000-lane dump vs a small one; one ker
 fuzz: ## fuzz reader, analysis and reports with 100,000 structure-aware mutants of the fixture dumps (N=, SEED=, JOBS=), then the host-log parsers and the settings with 100,000 more; exit 1 on a crash, slow or memory outcome
 	.venv/bin/python -m tests.fuzz.campaign -n $(or $(N),100000) --seed $(or $(SEED),1) $(if $(JOBS),-j $(JOBS))
 	.venv/bin/python -m tests.fuzz.text_campaign -n $(or $(N),100000) --seed $(or $(SEED),1)
+corpus: ## fetch the pinned production-kernel wheels (hash-checked, cached outside the tree), extract their sm_90 cubins, rewrite fixtures/corpus (TRITON_PYTHON= recompiles the Triton kernel)
+	.venv/bin/python fixtures/builder/fetch_corpus.py $(if $(TRITON_PYTHON),--triton-python $(TRITON_PYTHON))

@@ -1,11 +1,24 @@
 """C++ demangling of kernel names, with a clean fallback to the mangled name.
 
-libstdc++'s `__cxa_demangle` (called through ctypes) comes first: it is the demangler of
-GNU c++filt and of cuda-gdb, so our names read exactly as the rest of a user's tools print
-them. cpp_demangle is the fallback. The two differ on function-pointer template arguments:
-`&(float relu<float>(float))` there, `&float relu<float>(float)` from cpp_demangle
-(fixtures/transcripts/cuda-gdb/11.8/cutlass_like.twin_r400__info-symbol.txt). The library
-is loaded on the first name, by its soname: finding it by search (`ctypes.util.find_library`)
+LLVM's Itanium demangler comes first: `llvm::itaniumDemangle` of Debian's libLLVM-14 (the
+`llvm` package), called through ctypes, so that our names equal `llvm-cxxfilt`'s, the
+reference the corpus of production kernels is checked against (fixtures/corpus,
+tests/unit/test_demangle_corpus.py). Only LLVM 14's library is loaded: LLVM 15 prints `>>`
+where 14 prints `> >` (6,068 of the corpus's 12,902 names differ), and from LLVM 17 the
+function takes a `std::string_view`, which ctypes cannot pass. libstdc++'s `__cxa_demangle`
+(GNU c++filt's and cuda-gdb's demangler) comes next, and cpp_demangle last. On the corpus
+libstdc++ differs from LLVM 14 on 265 names (a pointer to a non-template function as a
+template argument is `&ns::f` there, `&(ns::f(int))` in LLVM; expressions are printed without
+spaces, `(0)==(0)`; a lambda's enclosing function has no return type) and fails on 182 more
+(names of 25,000 characters); cpp_demangle prints an empty template parameter pack as
+`Sm90TreeVisitor<…::Sm90AccFetch, >`, which this module rewrites to `<…::Sm90AccFetch>`.
+Where LLVM 14 itself is wrong (a `T_` substitution resolved in the scope where it was seen:
+`act_and_mul_kernel<__half, &(float gelu<float>(float const&))>(float*, …)` for `__half*`),
+we print what it prints: equal to `llvm-cxxfilt`, not better than it. The two differ on
+function-pointer template arguments too: `&(float relu<float>(float))` in both demanglers,
+`&float relu<float>(float)` from cpp_demangle
+(fixtures/transcripts/cuda-gdb/11.8/cutlass_like.twin_r400__info-symbol.txt). Each library is
+loaded on the first name, by its soname: finding it by search (`ctypes.util.find_library`)
 runs ldconfig, which cost every command 15 ms of start-up.
 
 The driver joins some names with `$` (`$_Z17scatter_survivorsPfi$_Z10write_slotPfi`): no
@@ -14,8 +27,9 @@ with ` $ ` (`scatter_survivors(float*, int) $ write_slot(float*, int)`).
 
 Every shorter form of a name is made here, so that a heading, a signature and a match of
 names never read one name two ways: the name as a backtrace shows it (`without_parameters`),
-the short form for headings (`collapse_templates`, template arguments as `<…>`), the form
-signatures group by (`normalize_name`, `<>`) and the function's own name (`base_name`).
+the short form for headings (`collapse_templates`, template arguments as `<…>`), the bounded
+form that keeps a wrapper kernel's identity (`short_name`), the form signatures group by
+(`normalize_name`, `<>`) and the function's own name (`base_name`).
 """
 
 from __future__ import annotations
@@ -28,16 +42,21 @@ from typing import Any
 _RUNTIMES = ("libstdc++.so.6", "libc++.so.1", "libc++.1.dylib")
 """The C++ runtime libraries that export `__cxa_demangle`, by the name the loader knows."""
 
+_LLVM_LIBRARIES = ("libLLVM-14.so.1", "libLLVM-14.so")
+"""LLVM 14's shared library, by the names Debian's libllvm14 gives it."""
+_LLVM_DEMANGLE = "_ZN4llvm15itaniumDemangleEPKcPcPmPi"
+"""`char *llvm::itaniumDemangle(const char *, char *, size_t *, int *)`: the signature of
+`__cxa_demangle`, and the same demangler as `llvm-cxxfilt`'s."""
+
 
 class _CxaDemangle:
-    """`abi::__cxa_demangle` of the C++ runtime library, as a `str -> str` function."""
+    """A demangler with `abi::__cxa_demangle`'s signature, as a `str -> str` function."""
 
-    def __init__(self, library: Any) -> None:
+    def __init__(self, library: Any, symbol: str = "__cxa_demangle") -> None:
         import ctypes
 
         self._ctypes = ctypes
-        # getattr: inside a class body `library.__cxa_demangle` would be name-mangled.
-        self._demangle = getattr(library, "__cxa_demangle")  # noqa: B009
+        self._demangle = getattr(library, symbol)
         self._demangle.restype = ctypes.c_void_p
         self._demangle.argtypes = [
             ctypes.c_char_p,
@@ -71,28 +90,58 @@ def _cxa_demangle() -> Callable[[str], str] | None:
     return _load_runtime(searched) if searched else None
 
 
-def _load_runtime(name: str) -> _CxaDemangle | None:
+def _load_runtime(name: str, symbol: str = "__cxa_demangle") -> _CxaDemangle | None:
     import ctypes
 
     try:
-        return _CxaDemangle(ctypes.CDLL(name))
+        return _CxaDemangle(ctypes.CDLL(name), symbol)
     except (OSError, AttributeError):  # not there, or not a C++ runtime
         return None
 
 
-@lru_cache(maxsize=1)
-def _demanglers() -> tuple[Callable[[str], str], ...]:
-    found: list[Callable[[str], str]] = []
-    native = _cxa_demangle()
-    if native is not None and _try(native, "_Z1fv") == "f()":
-        found.append(native)
-    try:
-        from cpp_demangle import demangle as rust_demangle
+def _llvm_demangle() -> Callable[[str], str] | None:
+    for soname in _LLVM_LIBRARIES:
+        found = _load_runtime(soname, _LLVM_DEMANGLE)
+        if found is not None:
+            return found
+    return None
 
-        found.append(rust_demangle)
+
+def _cpp_demangle(name: str) -> str:
+    from cpp_demangle import demangle as rust_demangle
+
+    # cpp_demangle leaves a separator where an empty pack was (`V<A, >`, `V<A, , B>`);
+    # LLVM and libstdc++ print nothing for it (`V<A>`, `V<A, B>`).
+    return _EMPTY_PACK.sub(_drop_separator, str(rust_demangle(name)))
+
+
+_EMPTY_PACK = re.compile(r"(?<!operator), (?=[,>])|(?<=<), (?!\s)")
+
+
+def _drop_separator(match: re.Match[str]) -> str:
+    return ""
+
+
+@lru_cache(maxsize=1)
+def _demanglers() -> tuple[tuple[str, Callable[[str], str]], ...]:
+    found: list[tuple[str, Callable[[str], str]]] = []
+    for label, load in (("llvm 14", _llvm_demangle), ("libstdc++", _cxa_demangle)):
+        native = load()
+        if native is not None and _try(native, "_Z1fv") == "f()":
+            found.append((label, native))
+    try:
+        import cpp_demangle  # noqa: F401
+
+        found.append(("cpp_demangle", _cpp_demangle))
     except ImportError:
         pass
     return tuple(found)
+
+
+def demanglers() -> tuple[str, ...]:
+    """The demanglers `demangle` tries, in order: ``llvm 14``, ``libstdc++``, ``cpp_demangle``
+    (those found on this machine)."""
+    return tuple(label for label, _ in _demanglers())
 
 
 JOIN = " $ "
@@ -123,7 +172,7 @@ def _demangle_one(name: str) -> str | None:
     # A `$` inside one mangled name is part of an identifier (`_Z3a$bv` is `a$b()`).
     if not name.startswith("_Z"):
         return None
-    for demangler in _demanglers():
+    for _label, demangler in _demanglers():
         result = _try(demangler, name)
         if result is not None:
             return result
@@ -168,6 +217,108 @@ def collapse_templates(name: str) -> str:
     pair up (an operator's aside) is returned as it is.
     """
     return _collapse(name, ELLIPSIS)
+
+
+WRAPPERS = (
+    "cutlass::device_kernel",
+    "cutlass::Kernel",
+    "cutlass::Kernel2",
+    "flash::enable_sm80_to_sm89",
+    "flash::enable_sm90_or_later",
+    "flash::enable_sm100_or_later",
+)
+"""Kernel templates whose identity is their first template argument: every CUTLASS 2.x
+(`Kernel`, `Kernel2`) and 3.x (`device_kernel`) GEMM, and FlashAttention-3's architecture
+guards, are launched as `wrapper<Operator>`, so that `wrapper<…>` names none of them."""
+
+SHORT_NAME_LIMIT = 120
+"""The longest `short_name`, in characters."""
+
+
+def short_name(name: str, limit: int = SHORT_NAME_LIMIT) -> str:
+    """A short form of a kernel's name that still tells kernels apart, at most `limit` long.
+
+    A wrapper kernel of `WRAPPERS` keeps the wrapper and its identity argument, whose own
+    template arguments are collapsed; nested wrappers are kept alike:
+    ``void cutlass::device_kernel<cutlass::gemm::kernel::GemmUniversal<cute::tuple<int>, …>
+    >(…::Params)`` → ``cutlass::device_kernel<cutlass::gemm::kernel::GemmUniversal<…> >``.
+    Any other name is shortened as `collapse_templates` does, and each part of a `$`-joined
+    name on its own. A result still over `limit` keeps its head and tail around a `…` in the
+    middle. The same name always gives the same form; a mangled name is demangled first.
+    """
+    parts = demangle(name).split(JOIN)
+    return _bounded(JOIN.join(_short_part(part) for part in parts), limit)
+
+
+def _short_part(text: str) -> str:
+    shown = _wrapped(without_parameters(text))
+    return collapse_templates(text) if shown is None else shown
+
+
+def _wrapped(text: str) -> str | None:
+    # `wrapper<identity<…>>` when `text` is a whole `wrapper<…>` of WRAPPERS, else None.
+    for wrapper in WRAPPERS:
+        start = len(wrapper)
+        if not (text.startswith(wrapper + "<") and _closing(text, start) == len(text) - 1):
+            continue
+        arguments = _arguments(text[start + 1 : -1])
+        identity = arguments[0].strip()
+        inner = _wrapped(identity) or _collapse(identity, ELLIPSIS)
+        inner += ", …" if len(arguments) > 1 else ""
+        return f"{wrapper}<{inner}{' >' if inner.endswith('>') else '>'}"
+    return None
+
+
+def _closing(text: str, start: int) -> int | None:
+    # The index of the bracket that closes the one at `start`, or None.
+    depth = 0
+    index = start
+    while index < len(text):
+        end = _piece_end(text, index)
+        if end is not None:
+            index = end
+            continue
+        if text[index] in _OPENING:
+            depth += 1
+        elif text[index] in _CLOSING:
+            depth -= 1
+            if depth == 0:
+                return index
+        index += 1
+    return None
+
+
+def _arguments(text: str) -> list[str]:
+    # `text` split at its commas outside every bracket.
+    parts: list[str] = []
+    depth = 0
+    start = 0
+    index = 0
+    while index < len(text):
+        end = _piece_end(text, index)
+        if end is not None:
+            index = end
+            continue
+        char = text[index]
+        if char in _OPENING:
+            depth += 1
+        elif char in _CLOSING:
+            depth -= 1
+        elif char == "," and depth == 0:
+            parts.append(text[start:index])
+            start = index + 1
+        index += 1
+    parts.append(text[start:])
+    return parts
+
+
+def _bounded(text: str, limit: int) -> str:
+    # `text`, or its head and tail around an ellipsis, `limit` characters in all.
+    if len(text) <= limit:
+        return text
+    kept = max(limit - len(ELLIPSIS), 0)
+    head = (kept + 1) // 2
+    return text[:head] + ELLIPSIS + text[len(text) - (kept - head) :]
 
 
 def normalize_name(name: str) -> str:

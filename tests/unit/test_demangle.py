@@ -7,10 +7,12 @@ from __future__ import annotations
 import pytest
 
 from postmortem.demangle import (
+    ELLIPSIS,
     base_name,
     collapse_templates,
     demangle,
     normalize_name,
+    short_name,
     without_parameters,
 )
 
@@ -208,11 +210,66 @@ def test_the_native_demangler_reads_function_pointer_arguments_as_cplusplus_filt
     name = "_Z1kIXadL_Z4reluIfET_S0_EEEvv"
     # WHEN demangled
     shown = demangle(name)
-    # THEN libstdc++'s __cxa_demangle answered, as `c++filt` prints it (the fallback shows
-    # `&float relu<float>(relu)`, without the parentheses)
+    # THEN LLVM's or libstdc++'s demangler answered, as `llvm-cxxfilt` and `c++filt` print it
+    # (the fallback shows `&float relu<float>(relu)`, without the parentheses)
     assert shown == "void k<&(float relu<float>(relu))>()"
 
 
 @pytest.mark.parametrize("name", ["_Z", "_Zfoo", "_Z1", "_Z" + "N" * 5000])
 def test_a_name_the_demangler_rejects_is_left_as_it_is(name):
     assert demangle(name) == name
+
+
+def test_an_empty_template_parameter_pack_leaves_no_separator():
+    # `J E` is an empty pack: no demangler the corpus is checked against prints `<A, >`
+    assert demangle("_ZN7cutlass15Sm90TreeVisitorINS_12Sm90AccFetchEJEEE") == (
+        "cutlass::Sm90TreeVisitor<cutlass::Sm90AccFetch>"
+    )
+    assert demangle("_Z1fIiJEiEvv") == "void f<int, int>()"
+
+
+@pytest.mark.parametrize(
+    ("name", "short"),
+    [
+        # a wrapper keeps its identity argument, whose own arguments collapse
+        (
+            "void cutlass::device_kernel<cutlass::gemm::kernel::GemmUniversal<cute::tuple<int, "
+            "int>, cutlass::Sm90TreeVisitor<cutlass::Sm90AccFetch> > >("
+            "cutlass::gemm::kernel::GemmUniversal<cute::tuple<int, int> >::Params)",
+            "cutlass::device_kernel<cutlass::gemm::kernel::GemmUniversal<…> >",
+        ),
+        # nested wrappers are kept alike
+        (
+            "void cutlass::device_kernel<flash::enable_sm90_or_later<flash::FlashAttnFwdSm90<"
+            "flash::CollectiveMainloopFwdSm90<2>, 128> > >(flash::Params)",
+            "cutlass::device_kernel<flash::enable_sm90_or_later<flash::FlashAttnFwdSm90<…> > >",
+        ),
+        # a wrapper's further arguments are elided, a plain identity kept whole
+        ("void cutlass::Kernel2<Op, 4>(Op::Params)", "cutlass::Kernel2<Op, …>"),
+        # a nested type of the identity stays (it is part of the identity)
+        (
+            "void cutlass::device_kernel<vllm::gemm_fp8<float, 4>::GemmKernel>(int)",
+            "cutlass::device_kernel<vllm::gemm_fp8<…>::GemmKernel>",
+        ),
+        # anything else as collapse_templates shows it, parameters kept
+        ("void ns::k<ns::T<4>, 8>(ns::T<4>::Params)", "void ns::k<…>(ns::T<…>::Params)"),
+        # a name that only starts like a wrapper is not one
+        ("void cutlass::device_kernel_v2<A<1> >(int)", "void cutlass::device_kernel_v2<…>(int)"),
+        # each part of a `$`-joined name alone
+        ("$_ZN7cutlass13device_kernelI2OpEEvv$_Z1fv", "cutlass::device_kernel<Op> $ f()"),
+        ("fused_moe_kernel", "fused_moe_kernel"),
+    ],
+)
+def test_short_name_keeps_a_wrapper_kernels_identity(name, short):
+    assert short_name(name) == short
+
+
+def test_a_short_name_over_the_limit_keeps_its_head_and_tail():
+    # GIVEN a name of 300 characters that collapses to nothing shorter
+    name = "void ns::" + "k" * 280 + "(int, float)"
+    # WHEN shortened to 40
+    shown = short_name(name, limit=40)
+    # THEN 40 characters, an ellipsis in the middle
+    assert len(shown) == 40
+    assert shown == name[:20] + ELLIPSIS + name[-19:]
+    assert short_name(name) == short_name(name) and len(short_name(name)) == 120

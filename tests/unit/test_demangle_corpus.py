@@ -1,0 +1,151 @@
+"""The production-kernel corpus (fixtures/corpus): 2,329 function names of sm_90 cubins from
+sgl-kernel, vLLM, xformers and a Triton kernel. Every name demangles as `llvm-cxxfilt` 14
+printed it (kernel_names.demangled.txt, recorded by fixtures/builder/fetch_corpus.py, so the
+tool is not needed here), and every shorter form of every name stays bounded and never raises.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from postmortem.cubin.inspect import summarize_cubin
+from postmortem.demangle import (
+    SHORT_NAME_LIMIT,
+    base_name,
+    collapse_templates,
+    demangle,
+    demanglers,
+    normalize_name,
+    short_name,
+)
+from tests.tooling import in_ci
+
+CORPUS = Path(__file__).resolve().parents[2] / "fixtures" / "corpus"
+
+DIFFERENCES: dict[str, str] = {}
+"""Corpus names whose demangling may differ from the reference, each with the reason: none.
+(The reference's own `$` convention is ours: a `$`-joined name was demangled part by part.)"""
+
+
+def _corpus() -> tuple[str, list[tuple[str, str]]]:
+    names = (CORPUS / "kernel_names.txt").read_text().splitlines()
+    header, *shown = (CORPUS / "kernel_names.demangled.txt").read_text().splitlines()
+    pairs = zip(names, shown, strict=True)
+    return header, [(name, text) for name, text in pairs if not name.startswith("#")]
+
+
+HEADER, NAMES = _corpus()
+KERNELS = [(name, text) for name, text in NAMES if not name.startswith("$")]
+"""The names that may be kernels: a `$`-joined name is a device function's."""
+
+
+def test_the_corpus_holds_each_name_once_from_four_wheels_and_triton():
+    # GIVEN the names and their `# source:` blocks
+    sources = [
+        line.split()[2]
+        for line in (CORPUS / "kernel_names.txt").read_text().splitlines()
+        if line.startswith("# source:")
+    ]
+    # THEN
+    assert {"sgl-kernel", "vllm", "xformers", "triton"} <= set(sources)
+    assert len(NAMES) == 2329
+    assert len({name for name, _ in NAMES}) == len(NAMES)
+    assert (CORPUS / "kernel_names.txt").stat().st_size < 3_000_000
+    assert HEADER.startswith("# reference: llvm-cxxfilt (Debian LLVM version 14.")
+
+
+def test_every_corpus_name_demangles_as_llvm_cxxfilt_prints_it():
+    if "llvm 14" not in demanglers():
+        why = f"LLVM 14's demangler (libLLVM-14.so.1, Debian's libllvm14) is absent: {demanglers()}"
+        if in_ci():
+            pytest.fail(f"CI=true and {why}")
+        pytest.skip(why)
+    # WHEN
+    differing = [name for name, text in NAMES if demangle(name) != text]
+    # THEN
+    assert [name for name in differing if name not in DIFFERENCES] == []
+    assert len(NAMES) - len(differing) == 2329
+
+
+def test_an_empty_template_parameter_pack_prints_nothing():
+    # `…Sm90TreeVisitorINS_12Sm90AccFetchEJEEE`: cpp_demangle printed `<…Sm90AccFetch, >`
+    shown = demangle("_ZN7cutlass15Sm90TreeVisitorINS_12Sm90AccFetchEJEEE")
+    assert shown == "cutlass::Sm90TreeVisitor<cutlass::Sm90AccFetch>"
+    assert [name for name, _ in NAMES if re.search(r", [,>]|<, ", demangle(name))] == []
+
+
+def test_the_shorter_forms_of_every_corpus_name_are_bounded_and_never_raise():
+    for name, text in NAMES:
+        shown = demangle(name)
+        assert len(normalize_name(name)) <= len(shown), name
+        assert 0 < len(base_name(name)) <= len(shown), name
+        assert len(collapse_templates(text)) <= len(text), name
+
+
+@pytest.fixture(scope="module")
+def short_names():
+    return {text: short_name(text) for _, text in NAMES}
+
+
+def test_every_short_name_is_bounded_and_deterministic(short_names):
+    assert max(len(shown) for shown in short_names.values()) == SHORT_NAME_LIMIT
+    for text, shown in list(short_names.items())[::50]:
+        assert short_name(text) == shown
+        assert len(short_name(text, limit=40)) == min(len(shown), 40)
+
+
+def test_short_names_tell_gemm_flash_attention_marlin_and_triton_kernels_apart(short_names):
+    # GIVEN one kernel of each family, as the reference demangled it
+    families = {
+        "gemm": "void cutlass::device_kernel<cutlass::gemm::kernel::GemmUniversal<",
+        "fa3": "void cutlass::device_kernel<flash::enable_sm90_or_later<flash::FlashAttnFwdSm90<",
+        "fp8": "void cutlass::device_kernel<vllm::cutlass_3x_gemm_sm90_fp8<",
+        "cutlass2": "void cutlass::Kernel2<cutlass::gemm::kernel::DefaultGemmWithVisitor<",
+        "marlin": "void marlin_moe_wna16::Marlin<",
+        "triton": "fused_moe_kernel",
+    }
+    # WHEN
+    shown = {
+        family: {short_names[text] for _, text in KERNELS if text.startswith(prefix)}
+        for family, prefix in families.items()
+    }
+    # THEN every family has names, and no two families share a short name
+    assert all(shown.values())
+    for family, names in shown.items():
+        for other, others in shown.items():
+            assert family == other or not names & others, (family, other)
+    assert shown["gemm"] == {"cutlass::device_kernel<cutlass::gemm::kernel::GemmUniversal<…> >"}
+    assert shown["fa3"] == {
+        "cutlass::device_kernel<flash::enable_sm90_or_later<flash::FlashAttnFwdSm90<…> > >"
+    }
+
+
+def test_the_corpus_count_of_distinct_short_names(short_names):
+    # 1,949 distinct names (the `$`-joined device functions aside) give 228 short names: the
+    # wrappers name their operator's template (GemmUniversal, FlashAttnFwdSm90), not its
+    # tile shapes and types, which only the full name (and the signature's hash) tell apart.
+    texts = {text for _, text in KERNELS}
+    assert (len(texts), len({short_names[text] for text in texts})) == (1949, 228)
+
+
+def test_the_committed_cubins_kernels_give_one_short_name_per_operator():
+    # GIVEN the kernels of the committed cubins
+    kernels = {
+        function.name
+        for cubin in sorted((CORPUS / "cubins").glob("*.cubin"))
+        for function in summarize_cubin(cubin.read_bytes()).kernels
+    }
+    texts = dict(NAMES)
+    # WHEN
+    shown = {short_name(texts[name]) for name in kernels}
+    # THEN 26 kernels, four operators
+    assert len(kernels) == 26
+    assert shown == {
+        "cutlass::device_kernel<cutlass::gemm::kernel::GemmUniversal<…> >",
+        "cutlass::device_kernel<cutlass::transform::kernel::SM90StructuredSparseCompressor<…> >",
+        "cutlass::device_kernel<flash::enable_sm90_or_later<flash::FlashAttnFwdSm90<…> > >",
+        "fused_moe_kernel",
+    }
