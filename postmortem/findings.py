@@ -49,6 +49,10 @@ class FindingCode(Enum):
     DIVERGENT_BARRIER = "divergent-barrier"
     CONVERGENCE_SPLIT = "convergence-split"
     SPIN_WAIT = "spin-wait"
+    NAMED_BARRIER_WAIT = "named-barrier-wait"
+    """Warps at a named barrier while other live warps of the block may still arrive."""
+    NAMED_BARRIER_STARVED = "named-barrier-starved"
+    """Warps at a named barrier that fewer threads remain in the block to complete."""
     HANG_LIMITED = "hang-limited"
     # Forensics that could not be done in full (analysis/forensics.py).
     FORENSICS_LIMITED = "forensics-limited"

@@ -4,8 +4,13 @@ Every live warp is grouped by kernel and PC; each group gets the SASS instructio
 its inline chain and source line (one nvdisasm run per kernel). Three patterns are
 flagged in plain words, each with the evidence and with what the evidence does not prove:
 
-- a CTA barrier (`BAR.SYNC`, `BAR.RED`) that some warps of a block wait at while others of
-  the same block are elsewhere: a `__syncthreads()` not every thread reaches;
+- the block-wide barrier (`BAR.SYNC 0` with no thread count, `BAR.RED`: `__syncthreads()`)
+  that some warps of a block wait at while others of the same block are elsewhere: a
+  `__syncthreads()` not every thread reaches;
+- a named barrier (`BAR.SYNC id, count`, as warp-specialized kernels use them) that only
+  its participants meet at: warps elsewhere in the block are normal there, and waiting is a
+  deadlock only when fewer threads remain in the block than the barrier counts (those that
+  would arrive have exited); otherwise the finding says so and claims nothing;
 - lanes of one warp split across a convergence barrier (`BSYNC`, `WARPSYNC`);
 - every warp of a grid inside a short loop that reads memory: a likely spin-wait.
 """
@@ -51,11 +56,17 @@ class StuckGroup:
     chain: tuple[SourceFrame, ...]
     quoted: tuple[QuotedLine, ...]
     barrier: str | None
-    """"cta" (BAR.SYNC, BAR.RED), "convergence" (BSYNC, WARPSYNC) or None."""
+    """"cta" (`BAR.SYNC 0` without a count, BAR.RED: the block-wide barrier), "named"
+    (`BAR.SYNC id, count`: only its participants meet there), "convergence" (BSYNC,
+    WARPSYNC) or None."""
     in_polling_loop: bool
     """The PC lies in a short backward loop that reads memory."""
     frame_names: tuple[FrameName | None, ...] = ()
     """The function of each frame of `chain`, from the line table (else None)."""
+    barrier_id: int | None = None
+    """A CTA barrier's id when the instruction gives it as a number."""
+    barrier_threads: int | None = None
+    """A named barrier's thread count when the instruction gives it as a number."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,6 +163,7 @@ def _groups(
                 barrier_kind(instruction),
                 listing is not None and _in_polling_loop(listing, group.offset),
                 named.names,
+                *barrier_operands(instruction),
             )
         )  # fmt: skip
     return found
@@ -164,13 +176,36 @@ def _native(
     return line_table_chain(code_map, location.module, function, offset)
 
 
+def barrier_operands(instruction: SassInstruction | None) -> tuple[int | None, int | None]:
+    """(barrier id, thread count) of a `BAR` instruction, each None when absent or held in
+    a register (`BAR.SYNC R3, R4`)."""
+    if instruction is None or instruction.base_opcode != "BAR":
+        return None, None
+    values = [_immediate(op) for op in instruction.operands[:2]]
+    values += [None] * (2 - len(values))
+    return values[0], values[1]
+
+
+def _immediate(operand: str) -> int | None:
+    text = operand.strip().rstrip(";").strip()
+    try:
+        return int(text, 16) if text.lower().startswith("0x") else int(text)
+    except ValueError:
+        return None
+
+
 def barrier_kind(instruction: SassInstruction | None) -> str | None:
-    """ "cta" for a block-wide barrier wait, "convergence" for a warp one, else None."""
+    """ "cta" for the block-wide barrier wait (`__syncthreads()`), "named" for a barrier
+    only some warps meet at, "convergence" for a warp one, else None."""
     if instruction is None:
         return None
     base, modifiers = instruction.base_opcode, instruction.modifiers
     if base == "BAR" and "ARV" not in modifiers:
-        return "cta"  # BAR.SYNC, BAR.RED.*, BAR.SYNC.DEFER_BLOCKING; BAR.ARV does not wait
+        # BAR.SYNC, BAR.RED.*, BAR.SYNC.DEFER_BLOCKING; BAR.ARV does not wait. Barrier 0
+        # with no count is __syncthreads(); an id or a count names its participants.
+        barrier, count = barrier_operands(instruction)
+        whole = barrier == 0 and count is None and len(instruction.operands) <= 1
+        return "cta" if whole or "RED" in modifiers else "named"
     if base in {"BSYNC", "WARPSYNC"}:
         return "convergence"
     return None
@@ -196,6 +231,7 @@ def _findings(
     warps: Sequence[WarpPcs], groups: dict[int, StuckGroup], kernel: str | None
 ) -> list[Finding]:
     found = _divergent_barriers(warps, groups)
+    found += _named_barriers(warps, groups)
     found += _convergence_splits(warps, groups)
     spin = _spin_wait(warps, groups, kernel)
     return found + ([spin] if spin else [])
@@ -273,6 +309,82 @@ def _divergent_finding(
         tuple(evidence),
         caveat="a dump is one instant: the other warps may still be on their way to the "
         "barrier; the same picture in a second dump taken later makes the deadlock certain",
+    )  # fmt: skip
+
+
+def _named_barriers(warps: Sequence[WarpPcs], groups: dict[int, StuckGroup]) -> list[Finding]:
+    """Named-barrier waits, judged against the barrier's own count: blocks alike are one
+    finding, as for the block-wide barrier."""
+    by_block: dict[Dim3, list[WarpPcs]] = defaultdict(list)
+    for warp in warps:
+        if warp.block_idx is not None:
+            by_block[warp.block_idx].append(warp)
+    patterns: dict[tuple[int, int, int, bool], list[_Split]] = defaultdict(list)
+    for block, members in sorted(by_block.items()):
+        for barrier in sorted({o for w in members for o, _ in w.lanes_at
+                               if _kind(o, groups) == "named"}):  # fmt: skip
+            waiting = [w for w in members if all(o == barrier for o, _ in w.lanes_at)]
+            elsewhere = [w for w in members if w not in waiting]
+            if not waiting:
+                continue
+            count = groups[barrier].barrier_threads
+            threads = sum(n for w in members for _, n in w.lanes_at)
+            starved = count is not None and threads < count
+            key = (barrier, len(waiting), len(elsewhere), starved)
+            patterns[key].append(_Split(block, waiting, elsewhere))
+    return [
+        _named_finding(splits, groups[barrier], starved, groups)
+        for (barrier, _, _, starved), splits in patterns.items()
+    ]
+
+
+def _named_finding(
+    splits: list[_Split], group: StuckGroup, starved: bool, groups: dict[int, StuckGroup]
+) -> Finding:
+    first = splits[0]
+    blocks = ", ".join(dim3_text(s.block) for s in splits[:_SHOWN_BLOCKS])
+    more = len(splits) - _SHOWN_BLOCKS
+    where = (
+        f"block {blocks}" if len(splits) == 1
+        else f"{len(splits)} blocks ({blocks}{f' and {more} more' if more > 0 else ''}), each"
+    )  # fmt: skip
+    name = "named barrier" + ("" if group.barrier_id is None else f" {group.barrier_id}")
+    count = group.barrier_threads
+    counted = (
+        f"for {count} threads ({count // 32} warps)"
+        if count is not None
+        else "for a thread count held in a register"
+    )
+    live = sum(n for w in first.waiting + first.elsewhere for _, n in w.lanes_at)
+    evidence = [f"the barrier: {_where(group.offset, groups)}"]
+    evidence += [
+        f"block {dim3_text(s.block)}: warps {', '.join(str(w.warp_id) for w in s.waiting)} "
+        f"at the barrier"
+        + (f", warps {', '.join(str(w.warp_id) for w in s.elsewhere)} elsewhere"
+           if s.elsewhere else "")
+        for s in splits[:_SHOWN_BLOCKS]
+    ]  # fmt: skip
+    if starved:
+        return Finding(
+            FindingCode.NAMED_BARRIER_STARVED, Severity.ERROR,
+            f"{where}: {len(first.waiting)} warp(s) wait at {name} {counted}, but only {live} "
+            "threads of the block are still live: the warps that should arrive have exited, "
+            "and the barrier can never complete",
+            tuple(evidence),
+            caveat="exited warps are not in a dump; a warp that arrived (BAR.ARV) before it "
+            "exited counts for the barrier's current phase only",
+            remedy=f"find the path on which the other participants of {name} leave the kernel "
+            "(an early return, a bound check) before they arrive: exited warps never come "
+            "back, so a second dump will show the same",
+        )  # fmt: skip
+    return Finding(
+        FindingCode.NAMED_BARRIER_WAIT, Severity.INFO,
+        f"{where}: {len(first.waiting)} warp(s) wait at {name} {counted}; "
+        f"{len(first.elsewhere)} other live warp(s) of the block may be the ones to arrive: "
+        "the normal picture of a warp-specialized kernel, not a deadlock in one dump",
+        tuple(evidence),
+        caveat="a second dump where the same warps still wait and the others have not moved "
+        "makes it a hang",
     )  # fmt: skip
 
 

@@ -67,6 +67,9 @@ _BY_PATTERN = {
         ProblemClass.HANG_AT_CONVERGENCE, "hang at a warp convergence barrier"
     ),
     FindingCode.SPIN_WAIT: (ProblemClass.SPIN_WAIT, "hang in a spin-wait loop"),
+    FindingCode.NAMED_BARRIER_STARVED: (
+        ProblemClass.HANG_AT_BARRIER, "hang at a named barrier no live warp can complete"
+    ),
 }  # fmt: skip
 
 
@@ -234,7 +237,11 @@ def _pattern_signal(pattern: Finding) -> Statement:
 
 def _group_of(code: FindingCode, groups: Sequence[StuckGroup]) -> StuckGroup | None:
     """The stuck group a deadlock pattern is about: the barrier, or the loop."""
-    wanted = {FindingCode.DIVERGENT_BARRIER: "cta", FindingCode.CONVERGENCE_SPLIT: "convergence"}
+    wanted = {
+        FindingCode.DIVERGENT_BARRIER: "cta",
+        FindingCode.NAMED_BARRIER_STARVED: "named",
+        FindingCode.CONVERGENCE_SPLIT: "convergence",
+    }
     if code in wanted:
         found = next((g for g in groups if g.barrier == wanted[code]), None)
     else:

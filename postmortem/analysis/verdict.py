@@ -9,6 +9,7 @@ from enum import Enum
 from postmortem.analysis.fault import FaultSite
 from postmortem.analysis.hang import HangAnalysis
 from postmortem.analysis.state import KernelState
+from postmortem.findings import Severity
 from postmortem.model import FaultSource, describe_exception
 
 
@@ -61,8 +62,12 @@ def decide(
         )
     if not sites and hang is not None:
         warps = sum(k.warps for k in state)
+        # An INFO finding explains the picture and claims no hang.
+        claims = [f for f in hang.findings if f.severity is not Severity.INFO]
+        explained = [f for f in hang.findings if f.severity is Severity.INFO]
         headline = (
-            f"hang: {hang.findings[0].message}" if hang.findings
+            f"hang: {claims[0].message}" if claims
+            else f"no deadlock claimed: {explained[0].message}" if explained
             else f"no exception recorded: {warps} live warp{'' if warps == 1 else 's'}, and no "
             "deadlock pattern found "
             "(a user-triggered dump of a kernel still running, or a hang these rules miss)"

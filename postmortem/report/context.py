@@ -83,6 +83,8 @@ def _hang(hang: HangAnalysis | None) -> Json | None:
                 "blocks": g.blocks,
                 "instruction": g.instruction.text if g.instruction else None,
                 "barrier": g.barrier,
+                "barrier_id": g.barrier_id,
+                "barrier_threads": g.barrier_threads,
                 "in_polling_loop": g.in_polling_loop,
                 "chain": [
                     {"depth": d, "file": q.frame.file, "line": q.frame.line, "source": q.text,
