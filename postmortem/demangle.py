@@ -1,22 +1,28 @@
 """C++ demangling of kernel names, with a clean fallback to the mangled name.
 
-LLVM's Itanium demangler comes first: `llvm::itaniumDemangle` of Debian's libLLVM-14 (the
-`llvm` package), called through ctypes, so that our names equal `llvm-cxxfilt`'s, the
-reference the corpus of production kernels is checked against (fixtures/corpus,
-tests/unit/test_demangle_corpus.py). Only LLVM 14's library is loaded: LLVM 15 prints `>>`
-where 14 prints `> >` (6,068 of the corpus's 12,902 names differ), and from LLVM 17 the
-function takes a `std::string_view`, which ctypes cannot pass. libstdc++'s `__cxa_demangle`
-(GNU c++filt's and cuda-gdb's demangler) comes next, and cpp_demangle last. On the corpus
-libstdc++ differs from LLVM 14 on 265 names (a pointer to a non-template function as a
-template argument is `&ns::f` there, `&(ns::f(int))` in LLVM; expressions are printed without
-spaces, `(0)==(0)`; a lambda's enclosing function has no return type) and fails on 182 more
-(names of 25,000 characters); cpp_demangle prints an empty template parameter pack as
-`Sm90TreeVisitor<…::Sm90AccFetch, >`, which this module rewrites to `<…::Sm90AccFetch>`.
-Where LLVM 14 itself is wrong (a `T_` substitution resolved in the scope where it was seen:
-`act_and_mul_kernel<__half, &(float gelu<float>(float const&))>(float*, …)` for `__half*`),
-we print what it prints: equal to `llvm-cxxfilt`, not better than it. The two differ on
-function-pointer template arguments too: `&(float relu<float>(float))` in both demanglers,
-`&float relu<float>(float)` from cpp_demangle
+libstdc++'s `__cxa_demangle` (called through ctypes) comes first: it is the demangler of
+GNU c++filt and of cuda-gdb, so our names read exactly as the rest of a user's tools print
+them. It gives up on the longest CUTLASS names (182 of the production-kernel corpus, names of
+up to 25,000 characters: its recursion limit), which LLVM's demangler reads: LLVM 14's
+`llvm::itaniumDemangle`, from Debian's libLLVM-14 (the library of `llvm-cxxfilt`), comes
+next. Only LLVM 14's library is loaded: LLVM 15 prints `>>` where 14 and libstdc++ print
+`> >`, and from LLVM 17 the function takes a `std::string_view`, which ctypes cannot pass.
+cpp_demangle is the last resort. An empty template parameter pack leaves a separator in
+libstdc++'s output where it is not the last argument (`f<int, , int>`) and in cpp_demangle's
+everywhere (`Sm90TreeVisitor<…::Sm90AccFetch, >`); this module drops it, as LLVM does.
+
+On the corpus (fixtures/corpus, tests/unit/test_demangle_corpus.py) our names equal
+`llvm-cxxfilt` 14's but for three kinds of name, where we print what cuda-gdb prints:
+
+- a function's address as a template argument: `&ns::f` where LLVM prints `&(ns::f(int))`;
+  and where that function's own template parameter is reused later in the name, LLVM 14 reads
+  it in the wrong scope (`device_kernel<…relu<float>…>(float::Params)` for `(Gemm<…>::Params)`);
+- a lambda: `…::{lambda(int, auto:1 const&)#1}` where LLVM prints `…::'lambda'(int, auto
+  const&)`, with the enclosing function's return type before it;
+- an expression: `((0)==(0))||(!x)` where LLVM prints `((0) == (0)) || (!(x))`.
+
+The demanglers differ on function-pointer template arguments too: `&(float relu<float>(float))`
+in both, `&float relu<float>(float)` from cpp_demangle
 (fixtures/transcripts/cuda-gdb/11.8/cutlass_like.twin_r400__info-symbol.txt). Each library is
 loaded on the first name, by its soname: finding it by search (`ctypes.util.find_library`)
 runs ldconfig, which cost every command 15 ms of start-up.
@@ -110,22 +116,19 @@ def _llvm_demangle() -> Callable[[str], str] | None:
 def _cpp_demangle(name: str) -> str:
     from cpp_demangle import demangle as rust_demangle
 
-    # cpp_demangle leaves a separator where an empty pack was (`V<A, >`, `V<A, , B>`);
-    # LLVM and libstdc++ print nothing for it (`V<A>`, `V<A, B>`).
-    return _EMPTY_PACK.sub(_drop_separator, str(rust_demangle(name)))
+    return str(rust_demangle(name))
 
 
+# An empty template parameter pack (`JE`) leaves its separator in libstdc++'s output where
+# it is not the last argument (`f<int, , int>`, `f<, int>`), and in cpp_demangle's everywhere
+# (`Sm90TreeVisitor<…::Sm90AccFetch, >`); LLVM prints nothing for it (`f<int, int>`).
 _EMPTY_PACK = re.compile(r"(?<!operator), (?=[,>])|(?<=<), (?!\s)")
-
-
-def _drop_separator(match: re.Match[str]) -> str:
-    return ""
 
 
 @lru_cache(maxsize=1)
 def _demanglers() -> tuple[tuple[str, Callable[[str], str]], ...]:
     found: list[tuple[str, Callable[[str], str]]] = []
-    for label, load in (("llvm 14", _llvm_demangle), ("libstdc++", _cxa_demangle)):
+    for label, load in (("libstdc++", _cxa_demangle), ("llvm 14", _llvm_demangle)):
         native = load()
         if native is not None and _try(native, "_Z1fv") == "f()":
             found.append((label, native))
@@ -139,7 +142,7 @@ def _demanglers() -> tuple[tuple[str, Callable[[str], str]], ...]:
 
 
 def demanglers() -> tuple[str, ...]:
-    """The demanglers `demangle` tries, in order: ``llvm 14``, ``libstdc++``, ``cpp_demangle``
+    """The demanglers `demangle` tries, in order: ``libstdc++``, ``llvm 14``, ``cpp_demangle``
     (those found on this machine)."""
     return tuple(label for label, _ in _demanglers())
 
@@ -175,7 +178,7 @@ def _demangle_one(name: str) -> str | None:
     for _label, demangler in _demanglers():
         result = _try(demangler, name)
         if result is not None:
-            return result
+            return _EMPTY_PACK.sub("", result)
     return None
 
 
