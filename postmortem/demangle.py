@@ -105,12 +105,21 @@ def _load_runtime(name: str, symbol: str = "__cxa_demangle") -> _CxaDemangle | N
         return None
 
 
-def _llvm_demangle() -> Callable[[str], str] | None:
+@lru_cache(maxsize=1)
+def _llvm_library() -> _CxaDemangle | None:
     for soname in _LLVM_LIBRARIES:
         found = _load_runtime(soname, _LLVM_DEMANGLE)
-        if found is not None:
+        if found is not None and _try(found, "_Z1fv") == "f()":
             return found
     return None
+
+
+def _llvm_demangle(name: str) -> str:
+    # Loaded on the first name libstdc++ rejects: loading libLLVM costs 15 ms.
+    library = _llvm_library()
+    if library is None:
+        raise ValueError("no LLVM 14 library")
+    return library(name)
 
 
 def _cpp_demangle(name: str) -> str:
@@ -128,10 +137,10 @@ _EMPTY_PACK = re.compile(r"(?<!operator), (?=[,>])|(?<=<), (?!\s)")
 @lru_cache(maxsize=1)
 def _demanglers() -> tuple[tuple[str, Callable[[str], str]], ...]:
     found: list[tuple[str, Callable[[str], str]]] = []
-    for label, load in (("libstdc++", _cxa_demangle), ("llvm 14", _llvm_demangle)):
-        native = load()
-        if native is not None and _try(native, "_Z1fv") == "f()":
-            found.append((label, native))
+    native = _cxa_demangle()
+    if native is not None and _try(native, "_Z1fv") == "f()":
+        found.append(("libstdc++", native))
+    found.append(("llvm 14", _llvm_demangle))
     try:
         import cpp_demangle  # noqa: F401
 
@@ -144,7 +153,8 @@ def _demanglers() -> tuple[tuple[str, Callable[[str], str]], ...]:
 def demanglers() -> tuple[str, ...]:
     """The demanglers `demangle` tries, in order: ``libstdc++``, ``llvm 14``, ``cpp_demangle``
     (those found on this machine)."""
-    return tuple(label for label, _ in _demanglers())
+    found = (label for label, _ in _demanglers())
+    return tuple(label for label in found if label != "llvm 14" or _llvm_library() is not None)
 
 
 JOIN = " $ "
