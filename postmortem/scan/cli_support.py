@@ -153,7 +153,7 @@ def scan_request(
     analyze = replace(analyze, localize=localize, cuda_gdb=analyze.cuda_gdb and reports is not None)
     work = WorkOptions(
         analyze, _rules(settings.rules), settings.name_patterns + DEFAULT_PATTERNS, reports,
-        report_format, triage=sentry is not None,
+        report_format, triage=sentry is not None, full_analysis=settings.incident,
     )  # fmt: skip
     cache = (settings.cache_path or default_cache_path()) if settings.use_cache else None
     options = ScanOptions(

@@ -42,6 +42,8 @@ class Group:
     """The path of the earliest dump (first in `dumps`)."""
     earliest_source: str
     """What its time came from: "metadata", "name" or "mtime"."""
+    instruction: str | None = None
+    """The SASS instruction at the faulting PC, from the earliest dump that has one."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,6 +94,7 @@ def _group(rows: list[DumpRow]) -> Group:
         reports=tuple(row.report for row in ordered),
         earliest=first.path,
         earliest_source=first.time_source,
+        instruction=next((row.instruction for row in ordered if row.instruction), None),
     )
 
 

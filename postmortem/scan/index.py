@@ -59,6 +59,7 @@ def dump_view(row: DumpRow, earliest: bool, base: Path | None) -> dict[str, Any]
         "report": _link(row.report, base), "cached": row.cached, "seconds": row.seconds,
         "earliest_in_group": earliest,
         "signature": None if row.signature is None else signature_view(row.signature),
+        "instruction": row.instruction, "instruction_note": row.instruction_note,
     }  # fmt: skip
 
 
@@ -73,7 +74,7 @@ def group_view(group: Group, rank: int, base: Path | None) -> dict[str, Any]:
         "hosts": [{"host": host, "count": count} for host, count in group.hosts],
         "pids": list(group.pids), "driver_versions": list(group.driver_versions),
         "devices": list(group.devices), "earliest": group.earliest,
-        "earliest_source": group.earliest_source,
+        "earliest_source": group.earliest_source, "instruction": group.instruction,
         "dumps": [
             {"path": path, "report": _link(report, base)}
             for path, report in zip(group.dumps, group.reports, strict=True)

@@ -83,6 +83,22 @@ class DumpRow:
     collateral dump, waiting in a collective, from a stuck one (`scan --incident`)."""
     no_gpu_state: bool = False
     """An error row of a dump that was read but holds no warp and no exception."""
+    instruction: str | None = None
+    """The SASS instruction at the faulting PC, as nvdisasm prints it; None when the dump has
+    no located fault, nvdisasm gave no listing (`instruction_note`), or none was asked for."""
+    instruction_note: str | None = None
+    """Why there is no instruction when nvdisasm refused the function or could not run."""
+    code_key: str | None = None
+    """The faulting function's key in the scan cache's ``code`` table
+    (`postmortem.scan.instruction.code_key`): its cubin's content and the function."""
+    pci_bus_id: int | None = None
+    """The PCI bus of the GPU that faulted (of a hang dump: of the first device)."""
+    pci_dev_id: int | None = None
+    """The PCI device number of that GPU on its bus."""
+    gpu_name: str | None = None
+    """That GPU's name, e.g. "NVIDIA H100 80GB HBM3"."""
+    sm: int | None = None
+    """The SM of the first fault; None for a dump without a fault."""
 
     @property
     def failed(self) -> bool:

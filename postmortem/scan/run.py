@@ -6,6 +6,8 @@ import contextlib
 import hashlib
 import json
 import os
+import shutil
+import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -20,6 +22,7 @@ from postmortem.scan.discover import Candidate, iter_dumps
 from postmortem.scan.engine import EngineChoice, open_engine
 from postmortem.scan.fingerprint import fingerprint
 from postmortem.scan.group import CoarseGroup, Group, coarse_groups, group_rows
+from postmortem.scan.instruction import fill_instructions
 from postmortem.scan.names import parse_name
 from postmortem.scan.row import STATUS_ERROR, STATUS_OK, DumpRow, error_row
 from postmortem.scan.sentry import SentrySink, SentryTarget
@@ -89,6 +92,8 @@ def settings_key(work: WorkOptions) -> str:
         str(work.analyze.cuda_gdb_path), list(work.name_patterns),
         str(work.reports_dir) if work.reports_dir else None,
         work.report_format if work.reports_dir else None,
+        # Rows of the lean analysis carry the faulting GPU, SM and instruction.
+        "rows-2", work.lean,
     ]  # fmt: skip
     return hashlib.sha256(json.dumps(settings).encode()).hexdigest()[:16]
 
@@ -118,12 +123,13 @@ def run_scan(
     interrupted = False
     warnings: tuple[str, ...] = ()
     settings = ""  # for `events.close` when Ctrl-C comes before the settings are known
+    code_cache, scratch = _code_cache(options, cache)
     try:
         settings = settings_key(options.work) if cache else ""
         fresh, seen = _from_cache(todo, cache, settings, options, rows, state)
+        work = replace(options.work, code_cache=code_cache, remember_code=options.memo)
         engine = open_engine(
-            options.engine, options.work, options.timeout_s, jobs=options.jobs,
-            memo=_memo(options),
+            options.engine, work, options.timeout_s, jobs=options.jobs, memo=_memo(options),
         )  # fmt: skip
         scan = _Arrivals(cache, settings, seen, options.work, rows, state, events)
         engine.run(fresh, scan.arrived)
@@ -136,11 +142,15 @@ def run_scan(
         if cache is not None:
             cache_warnings += _write_failures(cache)
             cache.close()
+        rows[:] = fill_instructions(rows, code_cache)
+        if scratch is not None:
+            shutil.rmtree(scratch, ignore_errors=True)
     kept = _since_kept(rows, todo, options.since)
     kept.sort(key=lambda r: r.path)
     groups = group_rows(kept)
     return ScanResult(
-        rows=tuple(kept), groups=groups, coarse=coarse_groups(groups), found=len(candidates),
+        rows=tuple(kept), groups=groups, coarse=coarse_groups(groups),
+        found=len(candidates),
         left_out=len(candidates) - len(todo) + len(rows) - len(kept), interrupted=interrupted,
         seconds=time.monotonic() - started, cache_hits=hits,
         warnings=(
@@ -167,6 +177,18 @@ def _credentials_warning(rows: Sequence[DumpRow], engine: EngineChoice) -> tuple
         "workers the store's credentials (their environment or config files), or pass them "
         "with --storage-option",
     )
+
+
+def _code_cache(options: ScanOptions, cache: ScanCache | None) -> tuple[Path | None, str | None]:
+    """Where the workers remember each function's instructions (the scan cache; without one,
+    a file of this scan's own, removed after it), and that scratch folder. A Dask cluster's
+    workers cannot reach this machine's files: each remembers in its memory."""
+    if options.engine.name != "local" or not options.memo or not options.work.lean:
+        return None, None
+    if cache is not None:
+        return cache.path, None
+    scratch = tempfile.mkdtemp(prefix="postmortem-scan-code-")
+    return Path(scratch) / "code.sqlite", scratch
 
 
 def _open_cache(path: Path | None) -> tuple[ScanCache | None, tuple[str, ...]]:

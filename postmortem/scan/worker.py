@@ -25,10 +25,13 @@ from postmortem.cubin.nvdisasm import DisassemblyStore
 from postmortem.demangle import demangle
 from postmortem.errors import NoGpuState, PostmortemError
 from postmortem.findings import Finding, FindingCode
+from postmortem.model import Device
 from postmortem.report.context import build_report
 from postmortem.report.render import render
 from postmortem.report.values import version_or_none
 from postmortem.scan.fingerprint import fingerprint
+from postmortem.scan.instruction import InstructionMemo
+from postmortem.scan.lean import lean_analysis
 from postmortem.scan.names import DEFAULT_PATTERNS, NameFacts, parse_name
 from postmortem.scan.remote import object_info
 from postmortem.scan.row import STATUS_ERROR, DumpRow, Triage, error_row
@@ -54,6 +57,20 @@ class WorkOptions:
     triage: bool = False
     """Give each row what a crash-triage event needs (`DumpRow.triage`): the verdict and
     the report in Markdown."""
+    full_analysis: bool = False
+    """Analyze every dump as `analyze` does, with nvdisasm at each site, even when neither a
+    report nor an event needs it (`--incident`: its verdicts name hang patterns read from
+    SASS). Otherwise a row gets the lean analysis (`postmortem.scan.lean`)."""
+    code_cache: Path | None = None
+    """The scan cache file whose ``code`` table remembers each function's instructions for
+    every worker (`postmortem.scan.instruction`); None: each worker's memory only."""
+    remember_code: bool = True
+    """False: nvdisasm runs again for every dump (the benchmark's baseline)."""
+
+    @property
+    def lean(self) -> bool:
+        """True when a row needs only the lean analysis: no report, event or incident."""
+        return self.reports_dir is None and not self.triage and not self.full_analysis
 
 
 def with_store(options: WorkOptions, store: DisassemblyStore) -> WorkOptions:
@@ -86,8 +103,16 @@ def scan_dump(path: Path, options: WorkOptions, name: str | None = None) -> Dump
     except OSError as error:
         return with_names(error_row(shown, 0, 0.0, STATUS_ERROR, _oneline(error)), names)
     try:
-        analysis = _named(analyze_dump(path, options.analyze), shown)
-        row = _with_outputs(_row(shown, analysis, info, names, options), analysis, options)
+        if options.lean:
+            found, at_pc = lean_analysis(path, options.analyze, _memo(options))
+            row = _row(shown, _named(found, shown), info, names, options)
+            row = replace(
+                row, code_key=at_pc.code_key, instruction=at_pc.instruction,
+                instruction_note=at_pc.note,
+            )  # fmt: skip
+        else:
+            analysis = _named(analyze_dump(path, options.analyze), shown)
+            row = _with_outputs(_row(shown, analysis, info, names, options), analysis, options)
     except PostmortemError as error:
         # Our errors start with the path; the row already names it.
         message = _oneline(error).removeprefix(f"{path}: ")
@@ -98,6 +123,19 @@ def scan_dump(path: Path, options: WorkOptions, name: str | None = None) -> Dump
         row = error_row(shown, info.st_size, info.st_mtime, STATUS_ERROR, message)
     row = replace(row, seconds=round(time.monotonic() - started, 4), fingerprint=print_)
     return with_names(row, names)
+
+
+# One per worker process and cache file: what it has worked out stays for its next dumps.
+_MEMOS: dict[Path | None, InstructionMemo] = {}
+
+
+def _memo(options: WorkOptions) -> InstructionMemo:
+    if not options.remember_code:
+        return InstructionMemo(None)
+    memo = _MEMOS.get(options.code_cache)
+    if memo is None:
+        memo = _MEMOS[options.code_cache] = InstructionMemo(options.code_cache)
+    return memo
 
 
 def _named(analysis: Analysis, name: str) -> Analysis:
@@ -185,6 +223,7 @@ def _row(
     elif names.time is not None:
         when, source = float(names.time), "name"
     driver = version_or_none(meta.driver_version) if meta else None
+    gpu, sm = _faulting_gpu(analysis)
     return DumpRow(
         path=path, size_bytes=info.st_size, mtime=info.st_mtime, status="ok", error=None,
         time=when, time_source=source, host=names.host, pid=names.pid, driver_version=driver,
@@ -195,7 +234,19 @@ def _row(
         live_kernels=() if analysis.sites else tuple(
             dict.fromkeys(k.kernel or "" for k in analysis.state if k.warps)
         ),
+        pci_bus_id=gpu.pci_bus_id if gpu else None, pci_dev_id=gpu.pci_dev_id if gpu else None,
+        gpu_name=gpu.name if gpu else None, sm=sm,
     )  # fmt: skip
+
+
+def _faulting_gpu(analysis: Analysis) -> tuple[Device | None, int | None]:
+    """The GPU of the first fault and its SM; of a dump without one, its first GPU."""
+    devices = {d.index: d for d in analysis.summary.devices}
+    for site in analysis.sites:
+        for fault in site.faults:
+            return devices.get(fault.device_index), fault.sm_id
+    first = analysis.summary.devices[0] if analysis.summary.devices else None
+    return first, None
 
 
 def _tool_trouble(diagnoses: Sequence[Finding]) -> str | None:

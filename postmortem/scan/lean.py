@@ -1,0 +1,65 @@
+"""The analysis a scan's row needs, and nothing more: no tool runs for a signature.
+
+`postmortem.analysis.analyze.analyze_dump` makes everything a report shows: nvdisasm's
+listing and forensics at every site, cuda-gdb's second opinion, the builds' provenance. A
+row of a signature scan (no per-dump report, no Sentry event, no incident) needs the
+summary, the located faults with the line table's inline chain, the warps' state and the
+verdict, all read natively in milliseconds; and the instruction at the faulting PC, which
+`postmortem.scan.instruction` has nvdisasm work out once per function for the whole fleet.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from postmortem.analysis.analyze import Analysis, AnalyzeOptions
+from postmortem.analysis.fault import localize
+from postmortem.analysis.hang import analyze_hang
+from postmortem.analysis.state import gpu_state, warp_pcs
+from postmortem.analysis.verdict import decide
+from postmortem.codemap import CodeMap
+from postmortem.coredump import open_coredump
+from postmortem.salvage import dump_findings, lost_rows
+from postmortem.scan.instruction import InstructionMemo
+from postmortem.summary import summarize
+
+SKIPPED_GDB = "cuda-gdb not run: a signature scan needs no second opinion"
+
+
+@dataclass(frozen=True, slots=True)
+class AtPc:
+    """What the row says of the faulting PC's instruction (see `DumpRow.instruction`)."""
+
+    code_key: str | None = None
+    instruction: str | None = None
+    note: str | None = None
+
+
+def lean_analysis(
+    path: Path, options: AnalyzeOptions, memo: InstructionMemo | None
+) -> tuple[Analysis, AtPc]:
+    """The dump at `path` analyzed for its row; the instruction at its faulting PC when
+    `memo` is given and `options` allow nvdisasm.
+
+    Raises:
+        PostmortemError: the dump cannot be read (as `analyze_dump`).
+    """
+    native = replace(options.localize, disassemble=False)
+    at_pc = AtPc()
+    with open_coredump(path) as core:
+        code_map = CodeMap(core)
+        summary = summarize(core, code_map)
+        sites = localize(core, native, code_map, summary.faults)
+        warps = warp_pcs(core)
+        state = gpu_state(core, code_map, warps)
+        hang = None
+        if options.mode == "hang" or (options.mode == "auto" and not sites):
+            hang = analyze_hang(core, warps, native, code_map)
+        summary = replace(summary, findings=dump_findings(core, code_map))
+        if memo is not None and sites and options.localize.disassemble:
+            at_pc = AtPc(*memo.row_facts(core, code_map, sites[0], options.localize))
+        core.file.check_unchanged()  # an object replaced while read: no row
+    verdict = decide(sites, hang, state, lost_rows(summary.findings))
+    analysis = Analysis(path, summary, sites, state, hang, None, SKIPPED_GDB, verdict=verdict)
+    return analysis, at_pc
