@@ -2,8 +2,8 @@
 
 libstdc++'s `__cxa_demangle` (called through ctypes) comes first: it is the demangler of
 GNU c++filt and of cuda-gdb, so our names read exactly as the rest of a user's tools print
-them. It gives up on the longest CUTLASS names (182 of the production-kernel corpus, names of
-up to 25,000 characters: its recursion limit), which LLVM's demangler reads: LLVM 14's
+them. It gives up on deeply nested CUTLASS names (182 of the production-kernel corpus, sm120
+GEMMs: its recursion limit, which `c++filt -r` lifts), which LLVM's demangler reads: LLVM 14's
 `llvm::itaniumDemangle`, from Debian's libLLVM-14 (the library of `llvm-cxxfilt`), comes
 next. Only LLVM 14's library is loaded: LLVM 15 prints `>>` where 14 and libstdc++ print
 `> >`, and from LLVM 17 the function takes a `std::string_view`, which ctypes cannot pass.
@@ -23,9 +23,10 @@ On the corpus (fixtures/corpus, tests/unit/test_demangle_corpus.py) our names eq
 
 The demanglers differ on function-pointer template arguments too: `&(float relu<float>(float))`
 in both, `&float relu<float>(float)` from cpp_demangle
-(fixtures/transcripts/cuda-gdb/11.8/cutlass_like.twin_r400__info-symbol.txt). Each library is
-loaded on the first name, by its soname: finding it by search (`ctypes.util.find_library`)
-runs ldconfig, which cost every command 15 ms of start-up.
+(fixtures/transcripts/cuda-gdb/11.8/cutlass_like.twin_r400__info-symbol.txt). libstdc++ is
+loaded on the first name and libLLVM on the first name libstdc++ rejects (loading it takes
+15 ms), each by its soname: finding a library by search (`ctypes.util.find_library`) runs
+ldconfig, which cost every command 15 ms of start-up.
 
 The driver joins some names with `$` (`$_Z17scatter_survivorsPfi$_Z10write_slotPfi`): no
 demangler reads that whole, so each part is demangled on its own and the parts are joined

@@ -1,5 +1,5 @@
-"""The production-kernel corpus (fixtures/corpus): 2,329 function names of sm_90 cubins from
-sgl-kernel, vLLM, xformers and a Triton kernel. Every name demangles as `llvm-cxxfilt` 14
+"""The production-kernel corpus (fixtures/corpus): 2,531 function names of sm_90 cubins from
+sgl-kernel, vLLM, xformers, bitsandbytes and a Triton kernel. Every name demangles as `llvm-cxxfilt` 14
 printed it (kernel_names.demangled.txt, recorded by fixtures/builder/fetch_corpus.py, so the
 tool is not needed here) but for the three documented kinds of name where we print what
 cuda-gdb prints, and every shorter form of every name stays bounded and never raises.
@@ -78,8 +78,8 @@ def test_the_corpus_holds_each_name_once_from_four_wheels_and_triton():
         if line.startswith("# source:")
     ]
     # THEN
-    assert {"sgl-kernel", "vllm", "xformers", "triton"} <= set(sources)
-    assert len(NAMES) == 2329
+    assert {"sgl-kernel", "vllm", "xformers", "bitsandbytes", "triton"} <= set(sources)
+    assert len(NAMES) == 2531
     assert len({name for name, _ in NAMES}) == len(NAMES)
     assert (CORPUS / "kernel_names.txt").stat().st_size < 3_000_000
     assert HEADER.startswith("# reference: llvm-cxxfilt (Debian LLVM version 14.")
@@ -103,10 +103,10 @@ def test_every_corpus_name_demangles_as_llvm_cxxfilt_prints_it():
             unexplained.append(name)
         else:
             kinds[kind] += 1
-    # THEN every difference is of a documented kind, and the rest equal the reference: 2,018
+    # THEN every difference is of a documented kind, and the rest equal the reference: 2,220
     assert unexplained == []
     assert kinds == {kind: count for kind, (_, count) in DIFFERENCES.items()}
-    assert len(NAMES) - sum(kinds.values()) == 2018
+    assert len(NAMES) - sum(kinds.values()) == 2220
 
 
 def test_an_empty_template_parameter_pack_prints_nothing():
@@ -163,11 +163,11 @@ def test_short_names_tell_gemm_flash_attention_marlin_and_triton_kernels_apart(s
 
 
 def test_the_corpus_count_of_distinct_short_names(short_names):
-    # 1,949 distinct names (the `$`-joined device functions aside) give 228 short names: the
+    # 2,151 distinct names (the `$`-joined device functions aside) give 269 short names: the
     # wrappers name their operator's template (GemmUniversal, FlashAttnFwdSm90), not its
     # tile shapes and types, which only the full name (and the signature's hash) tell apart.
     texts = {text for _, text in KERNELS}
-    assert (len(texts), len({short_names[text] for text in texts})) == (1949, 228)
+    assert (len(texts), len({short_names[text] for text in texts})) == (2151, 269)
 
 
 def test_the_committed_cubins_kernels_give_one_short_name_per_operator():
