@@ -1,8 +1,9 @@
 """The production-kernel corpus (fixtures/corpus): 2,531 function names of sm_90 cubins from
-sgl-kernel, vLLM, xformers, bitsandbytes and a Triton kernel. Every name demangles as `llvm-cxxfilt` 14
-printed it (kernel_names.demangled.txt, recorded by fixtures/builder/fetch_corpus.py, so the
-tool is not needed here) but for the three documented kinds of name where we print what
-cuda-gdb prints, and every shorter form of every name stays bounded and never raises.
+sgl-kernel, vLLM, xformers, bitsandbytes and a Triton kernel. Every name demangles as
+`llvm-cxxfilt` 14 printed it (kernel_names.demangled.txt, recorded by
+fixtures/builder/fetch_corpus.py, so the tool is not needed here) but for the three
+documented kinds of name where we print what cuda-gdb prints, and every shorter form of
+every name stays bounded and never raises.
 """
 
 from __future__ import annotations
