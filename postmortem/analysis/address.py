@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 from postmortem.coredump import Coredump
 from postmortem.cubin.operands import MemoryAccess, effective_address
@@ -34,6 +35,12 @@ class LaneAddress:
     """The register values the address was computed from, in formula order."""
 
 
+SpreadPattern = Literal["single", "uniform", "broadcast", "grouped", "strided", "irregular"]
+"""How the lanes' addresses relate: one lane; every lane at one address; lanes in groups that
+share an address, the distinct addresses evenly spaced (a broadcast) or not (grouped); each lane
+a common stride from its neighbour (strided); or none of these (irregular)."""
+
+
 @dataclass(frozen=True, slots=True)
 class AddressSpread:
     """How the lanes' addresses relate to each other."""
@@ -44,10 +51,16 @@ class AddressSpread:
     maximum: int
     distinct: int
     stride_bytes: int | None
-    """The usual distance between neighbouring lanes of a warp, per lane id; None when the
-    lanes follow no common stride (or only one lane is known)."""
+    """The usual distance between neighbouring lanes of a warp, per lane id (0 when every lane
+    has one address); None when the lanes follow no common stride, when lanes share addresses in
+    groups (a broadcast is no per-lane stride), or when only one lane is known."""
     irregular_lanes: tuple[tuple[int | None, int], ...]
-    """(warp, lane) of the lanes off the common stride of their warp."""
+    """(warp, lane) of the lanes off the common stride of their warp; empty without a stride."""
+    pattern: SpreadPattern = "irregular"
+    address_step_bytes: int | None = None
+    """For a broadcast, the distance between neighbouring distinct addresses."""
+    lanes_per_address: tuple[int, int] | None = None
+    """For a broadcast or grouped pattern, the fewest and the most lanes sharing an address."""
 
 
 def lane_addresses(
@@ -120,16 +133,63 @@ class _Numbered:
 
 
 def address_spread(lanes: Sequence[LaneAddress]) -> AddressSpread | None:
-    """Min, max, distinct count and the common per-lane stride; None without any address."""
-    known = [lane for lane in lanes if lane.address is not None]
-    if not known:
+    """Min, max, distinct count and the pattern of the addresses: uniform, a broadcast (groups
+    of lanes sharing evenly spaced addresses), grouped, a common per-lane stride (with the lanes
+    off it) or irregular; None without any address."""
+    addresses = [lane.address for lane in lanes if lane.address is not None]
+    if not addresses:
         return None
-    addresses = [lane.address for lane in known if lane.address is not None]
-    by_warp: dict[tuple[int, int | None, int | None, Dim3 | None], list[_Numbered]] = {}
-    numbered = [_Numbered(lane, lane.lane) for lane in known if lane.lane is not None]
+    sharing = Counter(addresses)
+    low, high, distinct = min(addresses), max(addresses), len(sharing)
+    if len(addresses) == 1 or distinct == 1:
+        pattern: SpreadPattern = "single" if len(addresses) == 1 else "uniform"
+        stride = 0 if pattern == "uniform" and _has_neighbours(lanes) else None
+        return AddressSpread(len(addresses), low, high, distinct, stride, (), pattern)
+    if min(sharing.values()) > 1:
+        # Every address is shared by several lanes: a per-lane stride would call most of them
+        # "off the stride"; the pattern is in the distinct addresses.
+        ordered = sorted(sharing)
+        steps = {second - first for first, second in zip(ordered, ordered[1:], strict=False)}
+        group = (min(sharing.values()), max(sharing.values()))
+        if len(steps) == 1:
+            (step,) = steps
+            return AddressSpread(
+                len(addresses), low, high, distinct, None, (), "broadcast", step, group
+            )
+        return AddressSpread(len(addresses), low, high, distinct, None, (), "grouped", None, group)
+    stride, irregular, numbered = _lane_stride(lanes)
+    if stride is None or 2 * (numbered - len(irregular)) <= numbered:
+        # Fewer than half the lanes on the usual stride: there is no stride to be off.
+        return AddressSpread(len(addresses), low, high, distinct, None, (), "irregular")
+    return AddressSpread(len(addresses), low, high, distinct, stride, irregular, "strided")
+
+
+_WarpKey = tuple[int, int | None, int | None, Dim3 | None]
+
+
+def _by_warp(lanes: Sequence[LaneAddress]) -> dict[_WarpKey, list[_Numbered]]:
+    """The lanes with an address and a lane id, per warp, in lane order."""
+    by_warp: dict[_WarpKey, list[_Numbered]] = {}
+    numbered = [
+        _Numbered(lane, lane.lane)
+        for lane in lanes
+        if lane.address is not None and lane.lane is not None
+    ]
     for lane in sorted(numbered, key=lambda lane: lane.lane):
         of = lane.of
         by_warp.setdefault((of.device_index, of.sm_id, of.warp_id, of.block_idx), []).append(lane)
+    return by_warp
+
+
+def _has_neighbours(lanes: Sequence[LaneAddress]) -> bool:
+    return any(len(members) > 1 for members in _by_warp(lanes).values())
+
+
+def _lane_stride(
+    lanes: Sequence[LaneAddress],
+) -> tuple[int | None, tuple[tuple[int | None, int], ...], int]:
+    """The usual per-lane stride, the (warp, lane) pairs off it, and how many lanes had ids."""
+    by_warp = _by_warp(lanes)
     strides: Counter[int] = Counter()
     for members in by_warp.values():
         for first, second in zip(members, members[1:], strict=False):
@@ -137,20 +197,19 @@ def address_spread(lanes: Sequence[LaneAddress]) -> AddressSpread | None:
             delta = (second.of.address or 0) - (first.of.address or 0)
             if step > 0 and delta % step == 0:  # a corrupt dump may repeat a lane id
                 strides[delta // step] += 1
-    stride = strides.most_common(1)[0][0] if strides else None
+    numbered = sum(len(members) for members in by_warp.values())
+    if not strides:
+        return None, (), numbered
+    stride = strides.most_common(1)[0][0]
     irregular: list[tuple[int | None, int]] = []
-    if stride is not None:
-        # A lane is off the stride when its address minus stride * lane differs from what
-        # most lanes of its warp give: one stray lane does not make the others irregular.
-        for members in by_warp.values():
-            intercepts = Counter((lane.of.address or 0) - stride * lane.lane for lane in members)
-            usual = intercepts.most_common(1)[0][0]
-            irregular.extend(
-                (lane.of.warp_id, lane.lane)
-                for lane in members
-                if (lane.of.address or 0) - stride * lane.lane != usual
-            )
-    return AddressSpread(
-        len(addresses), min(addresses), max(addresses), len(set(addresses)), stride,
-        tuple(irregular),
-    )  # fmt: skip
+    # A lane is off the stride when its address minus stride * lane differs from what most
+    # lanes of its warp give: one stray lane does not make the others irregular.
+    for members in by_warp.values():
+        intercepts = Counter((lane.of.address or 0) - stride * lane.lane for lane in members)
+        usual = intercepts.most_common(1)[0][0]
+        irregular.extend(
+            (lane.of.warp_id, lane.lane)
+            for lane in members
+            if (lane.of.address or 0) - stride * lane.lane != usual
+        )
+    return stride, tuple(irregular), numbered

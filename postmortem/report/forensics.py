@@ -6,6 +6,7 @@ import math
 import struct
 from collections.abc import Sequence
 
+from postmortem.analysis.address import AddressSpread
 from postmortem.analysis.arguments import KernelArgument, KernelArguments
 from postmortem.analysis.census import CensusRow, CoordinateRange
 from postmortem.analysis.counts import FaultCounts
@@ -46,17 +47,7 @@ def forensics_json(forensics: Forensics | None) -> Json | None:
             }
             for a in forensics.lanes
         ],  # fmt: skip
-        "spread": None
-        if spread is None
-        else {
-            "count": spread.count,
-            "min_hex": f"0x{spread.minimum:x}",
-            "max_hex": f"0x{spread.maximum:x}",
-            "span_bytes": spread.maximum - spread.minimum,
-            "distinct": spread.distinct,
-            "stride_bytes": spread.stride_bytes,
-            "irregular_lanes": [list(x) for x in spread.irregular_lanes],
-        },
+        "spread": None if spread is None else _spread(spread),
         "checks": [
             {
                 "check": c.check,
@@ -69,6 +60,49 @@ def forensics_json(forensics: Forensics | None) -> Json | None:
         "arguments": _arguments(forensics.arguments),
         "notes": [n.message for n in forensics.notes],
     }
+
+
+def _spread(spread: AddressSpread) -> Json:
+    group = spread.lanes_per_address
+    return {
+        "count": spread.count,
+        "min_hex": f"0x{spread.minimum:x}",
+        "max_hex": f"0x{spread.maximum:x}",
+        "span_bytes": spread.maximum - spread.minimum,
+        "distinct": spread.distinct,
+        "stride_bytes": spread.stride_bytes,
+        "irregular_lanes": [list(x) for x in spread.irregular_lanes],
+        "pattern": spread.pattern,
+        "address_step_bytes": spread.address_step_bytes,
+        "lanes_per_address": None if group is None else list(group),
+        "description": spread_text(spread),
+    }
+
+
+def spread_text(spread: AddressSpread) -> str:
+    """The pattern of the lanes' addresses in words: ``4 distinct addresses 4 bytes apart,
+    8 lanes each``, ``stride 4096 bytes per lane; 1 lane off the stride``."""
+    group = spread.lanes_per_address
+    each = ""
+    if group is not None:
+        fewest, most = group
+        each = f"{fewest} lanes each" if fewest == most else f"{fewest} to {most} lanes each"
+    if spread.pattern == "single":
+        return "one lane"
+    if spread.pattern == "uniform":
+        return f"all {spread.count} lanes at one address"
+    if spread.pattern == "broadcast":
+        step = spread.address_step_bytes
+        return f"{spread.distinct} distinct addresses {step} bytes apart, {each}"
+    if spread.pattern == "grouped":
+        return f"{spread.distinct} distinct addresses, unevenly spaced, {each}"
+    if spread.pattern == "strided" and spread.stride_bytes is not None:
+        text = f"stride {spread.stride_bytes} bytes per lane"
+        off = len(spread.irregular_lanes)
+        if off:
+            text += f"; {off} lane{'s' if off != 1 else ''} off the stride"
+        return text
+    return f"{spread.distinct} distinct addresses, no common stride"
 
 
 def _arguments(arguments: KernelArguments | None) -> Json | None:

@@ -9,6 +9,7 @@ from postmortem.analysis.forensics import examine
 from postmortem.codemap import CodeMap, find_faults
 from postmortem.cubin.sass import parse_sass
 from postmortem.findings import FindingCode
+from postmortem.report.forensics import forensics_json
 from tests.tinydump import (
     BlockSpec,
     DeviceSpec,
@@ -74,3 +75,26 @@ def test_missing_registers_and_parameters_are_noted(tmp_path):
     messages = [n.message for n in forensics.notes]
     assert messages[0].startswith("registers not in the dump: R40")
     assert messages[1].startswith("the dump holds no parameter memory for the grid")
+
+
+def test_a_broadcast_store_is_described_as_one_with_no_lane_off_a_stride(tmp_path):
+    # GIVEN a warp's 32 lanes storing to 4 floats 4 bytes apart, 8 lanes to each
+    lanes = [_lane(n, OUT + 0x10_0000 + 4 * (n // 8)) for n in range(32)]
+    # WHEN the planted STG is examined and projected for the report
+    forensics = _examine(tmp_path, "STG.E desc[UR4][R2.64], R7", lanes)
+    spread = forensics_json(forensics)["spread"]
+    # THEN the spread is a broadcast: no per-lane stride, no lane "off the stride"
+    assert spread["pattern"] == "broadcast"
+    assert (spread["count"], spread["distinct"], spread["span_bytes"]) == (32, 4, 12)
+    assert (spread["stride_bytes"], spread["irregular_lanes"]) == (None, [])
+    assert (spread["address_step_bytes"], spread["lanes_per_address"]) == (4, [8, 8])
+    assert spread["description"] == "4 distinct addresses 4 bytes apart, 8 lanes each"
+
+
+def test_a_strided_store_keeps_its_stride_in_the_report(tmp_path):
+    lanes = [_lane(n, OUT + 0x10_0000 + 4096 * n) for n in (3, 4, 5)]
+    spread = forensics_json(_examine(tmp_path, "STG.E desc[UR4][R2.64], R7", lanes))["spread"]
+    assert (spread["pattern"], spread["stride_bytes"], spread["irregular_lanes"]) == (
+        "strided", 4096, [],
+    )  # fmt: skip
+    assert spread["description"] == "stride 4096 bytes per lane"
