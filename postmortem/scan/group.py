@@ -18,6 +18,26 @@ _SOURCE_RANK = {"metadata": 0, "name": 1, "mtime": 2}
 
 
 @dataclass(frozen=True, slots=True)
+class Blame:
+    """Hardware or code, and the counts that say so."""
+
+    kind: str
+    """`CODE`, `HARDWARE`, `TOO_FEW` or `UNCLEAR`."""
+    reason: str
+    """One line: the verdict in words, with its counts."""
+    dumps: int
+    """The faulting dumps it rests on."""
+    gpus: int
+    """The distinct GPUs among them."""
+    hosts: int
+    """The distinct hosts among them (a dump whose name gives none counts as one host)."""
+    signatures: int
+    """The distinct signatures among them."""
+    sm: int | None = None
+    """For a GPU judged by one SM: that SM."""
+
+
+@dataclass(frozen=True, slots=True)
 class Group:
     """The dumps that share one signature."""
 
@@ -44,6 +64,8 @@ class Group:
     """What its time came from: "metadata", "name" or "mtime"."""
     instruction: str | None = None
     """The SASS instruction at the faulting PC, from the earliest dump that has one."""
+    blame: Blame | None = None
+    """Hardware or code (`postmortem.scan.fleet.judge_fleet`); None until judged."""
 
 
 @dataclass(frozen=True, slots=True)

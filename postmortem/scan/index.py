@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +12,16 @@ from postmortem._version import __version__
 from postmortem.analysis.signature import SIGNATURE_VERSION, Signature
 from postmortem.model import describe_exception
 from postmortem.report.values import utc_text
-from postmortem.scan.group import CoarseGroup, Group
+from postmortem.scan.fleet import (
+    CODE,
+    HARDWARE,
+    TOO_FEW,
+    UNCLEAR,
+    Gpu,
+    gpu_id,
+    pci_address,
+)
+from postmortem.scan.group import Blame, CoarseGroup, Group
 from postmortem.scan.row import DumpRow, dump_id
 from postmortem.scan.run import ScanResult
 
@@ -60,6 +70,11 @@ def dump_view(row: DumpRow, earliest: bool, base: Path | None) -> dict[str, Any]
         "earliest_in_group": earliest,
         "signature": None if row.signature is None else signature_view(row.signature),
         "instruction": row.instruction, "instruction_note": row.instruction_note,
+        "gpu": gpu_id(row), "gpu_name": row.gpu_name,
+        "pci_address": None if row.pci_bus_id is None else pci_address(
+            row.pci_bus_id, row.pci_dev_id
+        ),
+        "sm": row.sm,
     }  # fmt: skip
 
 
@@ -75,10 +90,30 @@ def group_view(group: Group, rank: int, base: Path | None) -> dict[str, Any]:
         "pids": list(group.pids), "driver_versions": list(group.driver_versions),
         "devices": list(group.devices), "earliest": group.earliest,
         "earliest_source": group.earliest_source, "instruction": group.instruction,
+        "fleet_verdict": None if group.blame is None else blame_view(group.blame),
         "dumps": [
             {"path": path, "report": _link(report, base)}
             for path, report in zip(group.dumps, group.reports, strict=True)
         ],
+    }  # fmt: skip
+
+
+def blame_view(blame: Blame) -> dict[str, Any]:
+    """Hardware or code, with the counts behind it."""
+    return {
+        "kind": blame.kind, "reason": blame.reason, "dumps": blame.dumps, "gpus": blame.gpus,
+        "hosts": blame.hosts, "signatures": blame.signatures, "sm": blame.sm,
+    }  # fmt: skip
+
+
+def gpu_view(gpu: Gpu) -> dict[str, Any]:
+    """One GPU of the fleet: its faults by signature and SM, and its verdict."""
+    return {
+        "id": gpu.id, "host": gpu.host, "pci_address": pci_address(gpu.pci_bus_id, gpu.pci_dev_id),
+        "name": gpu.name, "dumps": gpu.blame.dumps,
+        "signatures": [{"id": sid, "count": count} for sid, count in gpu.signatures],
+        "sms": [{"sm": sm, "count": count} for sm, count in gpu.sms],
+        "fleet_verdict": blame_view(gpu.blame),
     }  # fmt: skip
 
 
@@ -98,14 +133,30 @@ def summary_view(result: ScanResult) -> dict[str, Any]:
         "ok": len(result.rows) - errors, "errors": errors, "groups": len(result.groups),
         "found": result.found, "left_out": result.left_out, "interrupted": result.interrupted,
         "cache_hits": result.cache_hits, "seconds": round(result.seconds, 3),
+        "gpus": [gpu_view(gpu) for gpu in result.gpus],
     }  # fmt: skip
+
+
+_KINDS = (HARDWARE, CODE, UNCLEAR, TOO_FEW)
 
 
 def build_index(result: ScanResult, base: Path | None = None) -> dict[str, Any]:
     """The index's view model; report links are made relative to `base` when given."""
     earliest = {group.earliest for group in result.groups}
+    kinds = Counter(gpu.blame.kind for gpu in result.gpus)
     return {
         "summary": summary_view(result),
+        "fleet": {
+            "gpus": len(result.gpus),
+            "kinds": [{"kind": kind, "count": kinds[kind]} for kind in _KINDS if kinds[kind]],
+            # the GPUs a reader acts on: judged hardware, then the ones left unclear
+            "notable": [
+                gpu_view(gpu)
+                for kind in (HARDWARE, UNCLEAR)
+                for gpu in result.gpus
+                if gpu.blame.kind == kind
+            ],
+        },
         "groups": [group_view(g, i + 1, base) for i, g in enumerate(result.groups)],
         "coarse": [_coarse_view(c) for c in result.coarse],
         "dumps": [dump_view(row, row.path in earliest, base) for row in result.rows],

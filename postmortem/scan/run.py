@@ -21,6 +21,7 @@ from postmortem.scan.cache import FileState, ScanCache
 from postmortem.scan.discover import Candidate, iter_dumps
 from postmortem.scan.engine import EngineChoice, open_engine
 from postmortem.scan.fingerprint import fingerprint
+from postmortem.scan.fleet import Gpu, judge_fleet
 from postmortem.scan.group import CoarseGroup, Group, coarse_groups, group_rows
 from postmortem.scan.instruction import fill_instructions
 from postmortem.scan.names import parse_name
@@ -64,6 +65,8 @@ class ScanResult:
     """One per dump scanned, in path order."""
     groups: tuple[Group, ...]
     coarse: tuple[CoarseGroup, ...]
+    gpus: tuple[Gpu, ...]
+    """Every GPU that faulted, with its verdict (`postmortem.scan.fleet`)."""
     found: int
     """Dumps discovered, before --since."""
     left_out: int
@@ -147,9 +150,9 @@ def run_scan(
             shutil.rmtree(scratch, ignore_errors=True)
     kept = _since_kept(rows, todo, options.since)
     kept.sort(key=lambda r: r.path)
-    groups = group_rows(kept)
+    groups, gpus = judge_fleet(kept, group_rows(kept))
     return ScanResult(
-        rows=tuple(kept), groups=groups, coarse=coarse_groups(groups),
+        rows=tuple(kept), groups=groups, coarse=coarse_groups(groups), gpus=gpus,
         found=len(candidates),
         left_out=len(candidates) - len(todo) + len(rows) - len(kept), interrupted=interrupted,
         seconds=time.monotonic() - started, cache_hits=hits,
