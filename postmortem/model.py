@@ -422,6 +422,10 @@ class Fault:
     """The faulting warp's row (None for an SM-level fault): its registers are read from it."""
     lane_record: Lane | None = field(default=None, repr=False, compare=False)
     """The faulting lane's row, for a lane fault."""
+    lane_chosen: bool = False
+    """True when `lane` and `thread_idx` are not a faulting lane the dump records but the
+    warp's first valid lane (the lowest bit of its valid-lanes mask), named for a warp-row
+    fault as cuda-gdb and LLDB name it; the fault's source stays `WARP`."""
 
     @property
     def exception_name(self) -> str:

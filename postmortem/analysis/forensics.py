@@ -16,6 +16,7 @@ from postmortem.cubin.operands import MemoryAccess, address_formula, decode_acce
 from postmortem.cubin.sass import SassInstruction
 from postmortem.findings import Finding, FindingCode, Severity
 from postmortem.model import Fault
+from postmortem.spelling import dim3_text
 
 # Spaces whose addresses are device virtual addresses, so that a pointer argument can be
 # their origin; shared and local offsets and constant-bank offsets are not.
@@ -48,8 +49,9 @@ def examine(
     if access is None:
         note = f"{instruction.opcode} does not access memory: there is no address to compute"
         arguments, why = _arguments(core, code_map, faults, None, None)
-        return Forensics(None, None, (), "", None, (), arguments, _limits(note, *why))
-    notes: list[str] = []
+        chosen = _chosen_lanes(faults)
+        return Forensics(None, None, (), "", None, (), arguments, _limits(note, *chosen, *why))
+    notes = _chosen_lanes(faults)
     lanes, lane_set = lane_addresses(core, access, faults)
     if not lanes and any(f.warp_record is not None for f in faults):
         notes.append(
@@ -76,6 +78,21 @@ def examine(
         access, formula, lanes, lane_set, address_spread(lanes),
         check_addresses(core, access, faults, addresses), arguments, _limits(*notes, *why),
     )  # fmt: skip
+
+
+def _chosen_lanes(faults: Sequence[Fault]) -> list[str]:
+    """Say that a lane named for a warp row's fault is not a lane recorded faulting."""
+    chosen = [f for f in faults if f.lane_chosen]
+    if not chosen:
+        return []
+    first = chosen[0]
+    which = f"lane {first.lane} (thread {dim3_text(first.thread_idx)}) of warp {first.warp_id}"
+    if len(chosen) > 1:
+        which += f" and {len(chosen) - 1} more, one per warp,"
+    return [
+        f"the fault is recorded on the warp row, not on a lane: {which} named as the warp's "
+        "first valid lane, as cuda-gdb names it, not as a lane recorded faulting"
+    ]
 
 
 def _limits(*messages: str) -> tuple[Finding, ...]:

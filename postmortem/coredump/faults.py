@@ -14,7 +14,7 @@ from collections.abc import Callable
 from postmortem.coredump import tables as t
 from postmortem.coredump.reader import Coredump
 from postmortem.coredump.rows import make_cta, make_lane, make_sm, make_warp
-from postmortem.model import CTA, SM, CodeLocation, Fault, FaultSource, RowRef, Warp
+from postmortem.model import CTA, SM, CodeLocation, Dim3, Fault, FaultSource, RowRef, Warp
 
 Locate = Callable[[int, int | None], CodeLocation | None]
 """(device index, PC) → where the PC falls among the dump's code (`CodeMap.locate`)."""
@@ -77,7 +77,9 @@ def _order(fault: Fault) -> tuple[int, int, int, tuple[int, int, int], int, int]
 
 def _warp_faults(core: Coredump, locate: Locate, skip: set[RowRef]) -> list[Fault]:
     """Warps with a valid error PC but no lane exception (the code comes from the SM); a
-    broken warp on an SM that reports no exception is left to `_trap_warps`."""
+    broken warp on an SM that reports no exception is left to `_trap_warps`. Each names its
+    warp's first valid lane and that lane's thread, marked `lane_chosen`: no lane faulted on
+    record."""
     found = []
     for ref in core.tables.nonzero_rows(t.WP_TABLE, "error_pc_valid"):
         if ref in skip:
@@ -87,15 +89,33 @@ def _warp_faults(core: Coredump, locate: Locate, skip: set[RowRef]) -> list[Faul
         if warp.is_broken and not sm.exception:
             continue
         skip.add(ref)
+        lane, thread_idx = _first_valid_lane(core, warp)
         found.append(
             Fault(
                 FaultSource.WARP, sm.exception, warp.error_pc, warp.device_index, warp.sm_id,
-                warp.grid_id, warp.block_idx, warp.warp_id, None, None, None,
+                warp.grid_id, warp.block_idx, warp.warp_id, lane, thread_idx, None,
                 locate(warp.device_index, warp.error_pc),
-                warp_record=warp,
+                warp_record=warp, lane_chosen=lane is not None,
             )
         )  # fmt: skip
     return found
+
+
+def _first_valid_lane(core: Coredump, warp: Warp) -> tuple[int | None, Dim3 | None]:
+    """The lane cuda-gdb and LLDB name for a fault the warp row records: the lowest bit of
+    the valid-lanes mask (the lowest lane row's id when the row holds no mask), with the
+    thread index its row gives; (None, None) for a warp with no valid lane, which LLDB shows
+    as a lane-less stand-in."""
+    rows = {lane.lane: lane for lane in core.lanes(warp) if lane.lane is not None}
+    mask = warp.valid_lanes_mask
+    if mask is None:
+        first = min(rows, default=None)
+    elif valid := mask & 0xFFFF_FFFF:
+        first = (valid & -valid).bit_length() - 1
+    else:
+        return None, None
+    row = rows.get(first) if first is not None else None
+    return first, None if row is None else row.thread_idx
 
 
 def _trap_warps(core: Coredump, locate: Locate, skip: set[RowRef]) -> list[Fault]:

@@ -142,3 +142,35 @@ def test_a_lane_fault_leads_an_sm_fault_on_a_lower_sm(tmp_path):
         faults = find_faults(core)
     # THEN the lane's, the more precise, comes first
     assert [(f.source, f.sm_id) for f in faults] == [(FaultSource.LANE, 3), (FaultSource.SM, 1)]
+
+
+def _warp_row_fault(tmp_path, valid_lanes):
+    # GIVEN a warp whose row holds a valid error PC while none of its lanes records an exception
+    lanes = [LaneSpec(FAULT, lane=n) for n in range(8)]
+    warp = WarpSpec(lanes, warp_id=2, error_offset=FAULT, valid_lanes=valid_lanes)
+    _, sites = _sites(tmp_path, [warp])
+    ((fault,),) = [site.faults for site in sites]
+    return fault
+
+
+def test_a_warp_row_fault_names_the_warps_first_valid_lane_without_calling_it_faulting(tmp_path):
+    # WHEN lanes 3, 5 and 6 are the warp's valid lanes
+    fault = _warp_row_fault(tmp_path, 0b0110_1000)
+    # THEN the fault names lane 3 (the lowest valid bit) and its thread, marked as chosen,
+    # and stays the warp row's
+    assert fault.source is FaultSource.WARP
+    assert (fault.lane, fault.thread_idx, fault.lane_chosen) == (3, (67, 0, 0), True)
+    assert fault.lane_record is None
+
+
+def test_a_warp_row_fault_of_a_warp_with_no_valid_lane_names_no_lane(tmp_path):
+    fault = _warp_row_fault(tmp_path, 0)
+    assert fault.source is FaultSource.WARP
+    assert (fault.lane, fault.thread_idx, fault.lane_chosen) == (None, None, False)
+
+
+def test_a_lane_fault_names_its_own_lane_not_a_chosen_one(tmp_path):
+    warp = WarpSpec([LaneSpec(FAULT, lane=0), LaneSpec(FAULT, WARP_ILLEGAL_ADDRESS, lane=5)])
+    _, (site,) = _sites(tmp_path, [warp])
+    (fault,) = site.faults
+    assert (fault.source, fault.lane, fault.lane_chosen) == (FaultSource.LANE, 5, False)
