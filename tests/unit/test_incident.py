@@ -270,7 +270,10 @@ def test_every_copy_of_the_incident_and_oncall_schemas_agrees():
     oncall = _refs_dropped(incident["$defs"]["oncall"])
     assert _refs_dropped(report["properties"]["oncall"]) == oncall
     assert _refs_dropped(scan["$defs"]["oncall"]) == oncall
-    mine = {k: v for k, v in incident["properties"].items() if k not in ("schema", "tool")}
+    # The comparison of two dumps of one process (motion) is analyze's own: a scan's rows hold
+    # no warps to compare.
+    own = ("schema", "tool", "motion")
+    mine = {k: v for k, v in incident["properties"].items() if k not in own}
     theirs = {k: v for k, v in scan["properties"].items() if k != "type"}
     assert _refs_dropped(theirs) == _refs_dropped(mine)
-    assert set(incident["required"]) - {"schema", "tool"} == set(scan["required"]) - {"type"}
+    assert set(incident["required"]) - set(own) == set(scan["required"]) - {"type"}
