@@ -581,6 +581,11 @@ def extract(core: Path, out_dir: Path, force: bool, debug: bool) -> None:
 )
 @click.option("--scheduler", metavar="tcp://HOST:PORT", help="The Dask scheduler (--engine dask).")
 @_sentry_option
+@click.option(
+    "--owners",
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="A CODEOWNERS file: name each group's owners from its inline chain's source paths.",
+)
 @click.option("--no-disasm", is_flag=True, help="Do not run nvdisasm (signatures without frames).")
 @_tool_option("--nvdisasm", "nvdisasm", "The nvdisasm to use.")
 @click.option("--no-gdb", is_flag=True, help="No cuda-gdb cross-check in the per-dump reports.")
@@ -608,6 +613,7 @@ def scan(
     engine: str,
     scheduler: str | None,
     sentry_dsn: str | None,
+    owners: Path | None,
     no_disasm: bool,
     nvdisasm: Path | None,
     no_gdb: bool,
@@ -638,7 +644,7 @@ def scan(
         report_format=report_format, jsonl=jsonl, since=since, timeout_s=timeout, rules=rules,
         name_patterns=name_patterns, follow_symlinks=follow_symlinks, cache_path=cache_path,
         use_cache=not no_cache, engine=engine, scheduler=scheduler, sentry_dsn=sentry_dsn,
-        incident=incident,
+        incident=incident, owners=owners,
     )  # fmt: skip
     tools = analyze_options(
         _tools(no_disasm, nvdisasm, no_gdb, cuda_gdb, None, source_dirs, path_maps)

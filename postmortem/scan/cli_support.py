@@ -28,6 +28,7 @@ from postmortem.scan.command import (
 from postmortem.scan.engine import EngineChoice, check_engine
 from postmortem.scan.index import signature_view
 from postmortem.scan.names import DEFAULT_PATTERNS, compile_pattern
+from postmortem.scan.owners import load_owners
 from postmortem.scan.run import ScanOptions, ScanResult
 from postmortem.scan.sentry import sentry_target
 from postmortem.scan.since import parse_since
@@ -79,6 +80,8 @@ class ScanSettings:
     """Send one event per dump to this Sentry project."""
     incident: bool = False
     """Take the dumps as those of one job: add the incident block to the index."""
+    owners: Path | None = None
+    """A CODEOWNERS file: name each group's owners from its chain's source paths."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,7 +162,7 @@ def scan_request(
     options = ScanOptions(
         work, jobs=settings.jobs or _usable_cpus(), timeout_s=settings.timeout_s,
         follow_symlinks=settings.follow_symlinks, since=since, cache_path=cache, engine=engine,
-        sentry=sentry,
+        sentry=sentry, owners=load_owners(settings.owners) if settings.owners else None,
     )  # fmt: skip
     outputs = ScanOutputs(fmt, settings.output, settings.jsonl, tty, settings.incident)
     return ScanRequest(roots, options, outputs)

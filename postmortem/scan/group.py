@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from postmortem.analysis.signature import Signature
+from postmortem.scan.owners import Ownership
 from postmortem.scan.row import DumpRow
 
 _SOURCE_RANK = {"metadata": 0, "name": 1, "mtime": 2}
@@ -66,6 +67,8 @@ class Group:
     """The SASS instruction at the faulting PC, from the earliest dump that has one."""
     blame: Blame | None = None
     """Hardware or code (`postmortem.scan.fleet.judge_fleet`); None until judged."""
+    ownership: Ownership | None = None
+    """Who owns it (`scan --owners`); None without an owners file or a matching rule."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,6 +22,7 @@ from postmortem.scan.fleet import (
     pci_address,
 )
 from postmortem.scan.group import Blame, CoarseGroup, Group
+from postmortem.scan.owners import Ownership
 from postmortem.scan.row import DumpRow, dump_id
 from postmortem.scan.run import ScanResult
 
@@ -91,6 +92,7 @@ def group_view(group: Group, rank: int, base: Path | None) -> dict[str, Any]:
         "devices": list(group.devices), "earliest": group.earliest,
         "earliest_source": group.earliest_source, "instruction": group.instruction,
         "fleet_verdict": None if group.blame is None else blame_view(group.blame),
+        "owners": None if group.ownership is None else ownership_view(group.ownership),
         "dumps": [
             {"path": path, "report": _link(report, base)}
             for path, report in zip(group.dumps, group.reports, strict=True)
@@ -103,6 +105,14 @@ def blame_view(blame: Blame) -> dict[str, Any]:
     return {
         "kind": blame.kind, "reason": blame.reason, "dumps": blame.dumps, "gpus": blame.gpus,
         "hosts": blame.hosts, "signatures": blame.signatures, "sm": blame.sm,
+    }  # fmt: skip
+
+
+def ownership_view(ownership: Ownership) -> dict[str, Any]:
+    """Who owns a group, and the frame and rule that say so."""
+    return {
+        "owners": list(ownership.owners), "path": ownership.path,
+        "pattern": ownership.pattern, "line": ownership.line,
     }  # fmt: skip
 
 

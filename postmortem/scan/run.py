@@ -25,6 +25,7 @@ from postmortem.scan.fleet import Gpu, judge_fleet
 from postmortem.scan.group import CoarseGroup, Group, coarse_groups, group_rows
 from postmortem.scan.instruction import fill_instructions
 from postmortem.scan.names import parse_name
+from postmortem.scan.owners import OwnerRule, owners_of
 from postmortem.scan.row import STATUS_ERROR, STATUS_OK, DumpRow, error_row
 from postmortem.scan.sentry import SentrySink, SentryTarget
 from postmortem.scan.worker import REPORT_FAILED, WorkOptions, report_path, with_names
@@ -55,6 +56,8 @@ class ScanOptions:
     """Where the dumps are analyzed: worker processes here, or a Dask cluster."""
     sentry: SentryTarget | None = None
     """Send one event per dump there (`--sentry-dsn`); `work.triage` must be set."""
+    owners: tuple[OwnerRule, ...] | None = None
+    """The rules of an owners file (`--owners`): each group is given its owners."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,6 +154,9 @@ def run_scan(
     kept = _since_kept(rows, todo, options.since)
     kept.sort(key=lambda r: r.path)
     groups, gpus = judge_fleet(kept, group_rows(kept))
+    if options.owners is not None:
+        rules = options.owners
+        groups = tuple(replace(g, ownership=owners_of(g.signature, rules)) for g in groups)
     return ScanResult(
         rows=tuple(kept), groups=groups, coarse=coarse_groups(groups), gpus=gpus,
         found=len(candidates),
