@@ -53,6 +53,12 @@ class FindingCode(Enum):
     """Warps at a named barrier while other live warps of the block may still arrive."""
     NAMED_BARRIER_STARVED = "named-barrier-starved"
     """Warps at a named barrier that fewer threads remain in the block to complete."""
+    MBARRIER_WAIT = "mbarrier-wait"
+    """Warps waiting on mbarriers in a pipeline that other live warps may still feed."""
+    CIRCULAR_WAIT = "circular-wait"
+    """Every live warp of a block waits on an mbarrier, producer and consumers alike."""
+    PIPELINE_STALLED = "pipeline-stalled"
+    """Consumers wait on mbarriers and no live warp is left on the producer's path."""
     HANG_LIMITED = "hang-limited"
     # Forensics that could not be done in full (analysis/forensics.py).
     FORENSICS_LIMITED = "forensics-limited"

@@ -11,6 +11,8 @@ flagged in plain words, each with the evidence and with what the evidence does n
   its participants meet at: warps elsewhere in the block are normal there, and waiting is a
   deadlock only when fewer threads remain in the block than the barrier counts (those that
   would arrive have exited); otherwise the finding says so and claims nothing;
+- mbarrier waits of warp-specialized pipelines (`postmortem.analysis.pipeline`): a running
+  pipeline, a circular wait, or consumers whose producer is gone;
 - lanes of one warp split across a convergence barrier (`BSYNC`, `WARPSYNC`);
 - every warp of a grid inside a short loop that reads memory: a likely spin-wait.
 """
@@ -26,6 +28,7 @@ from functools import partial
 from postmortem.analysis.disassembly import disassemble_function
 from postmortem.analysis.fault import LocalizeOptions
 from postmortem.analysis.inline import FrameName, NamedChain, line_table_chain, reconcile
+from postmortem.analysis.pipeline import mbarrier_wait, pipeline_findings, role_at
 from postmortem.analysis.source import QuotedLine, quote
 from postmortem.analysis.state import WarpPcs, kernel_code, kernel_of, pc_groups
 from postmortem.codemap import CodeMap
@@ -57,8 +60,8 @@ class StuckGroup:
     quoted: tuple[QuotedLine, ...]
     barrier: str | None
     """"cta" (`BAR.SYNC 0` without a count, BAR.RED: the block-wide barrier), "named"
-    (`BAR.SYNC id, count`: only its participants meet there), "convergence" (BSYNC,
-    WARPSYNC) or None."""
+    (`BAR.SYNC id, count`: only its participants meet there), "mbarrier" (a phase check of
+    a pipeline's barrier, or its retry loop), "convergence" (BSYNC, WARPSYNC) or None."""
     in_polling_loop: bool
     """The PC lies in a short backward loop that reads memory."""
     frame_names: tuple[FrameName | None, ...] = ()
@@ -67,6 +70,9 @@ class StuckGroup:
     """A CTA barrier's id when the instruction gives it as a number."""
     barrier_threads: int | None = None
     """A named barrier's thread count when the instruction gives it as a number."""
+    role: str | None = None
+    """"producer" or "consumer": the warp role of the code path the PC is on (the first TMA
+    load or tensor-core instruction ahead of it), when it says."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,7 +118,12 @@ def analyze_hang(
         native = partial(_native, code_map, code) if code else None
         kernel_groups = _groups(device, grid_id, kernel, members, listing, options, native)
         groups.extend(kernel_groups)
-        findings.extend(_findings(members, {g.offset: g for g in kernel_groups}, kernel))
+        by_offset = {g.offset: g for g in kernel_groups}
+        findings.extend(_findings(members, by_offset, kernel))
+        if listing is not None:
+            where = {offset: _where(offset, by_offset) for offset in by_offset}
+            block_warps = _block_warps(core, device, grid_id)
+            findings.extend(pipeline_findings(members, listing, block_warps, where))
     groups.sort(key=lambda g: (-g.lanes, g.device_index, g.grid_id, g.offset))
     # Grids of one kernel share one (memoized) disassembly: listed once.
     unique = tuple({id(d): d for d in listings}.values())
@@ -150,6 +161,7 @@ def _groups(
     found = []
     for group in pc_groups(warps):
         instruction = listing.at(group.offset) if listing else None
+        waits = listing is not None and mbarrier_wait(listing, group.offset) is not None
         named, _ = reconcile(
             native(group.offset) if native else None,
             instruction.inline_chain if instruction else (),
@@ -160,13 +172,20 @@ def _groups(
                 device, grid_id, kernel, group.offset, group.warps, group.lanes, group.blocks,
                 instruction, chain,
                 quote(chain, options.source_dirs, options.path_maps) if chain else (),
-                barrier_kind(instruction),
-                listing is not None and _in_polling_loop(listing, group.offset),
+                "mbarrier" if waits else barrier_kind(instruction),
+                listing is not None and not waits and _in_polling_loop(listing, group.offset),
                 named.names,
                 *barrier_operands(instruction),
+                role_at(listing, group.offset) if listing is not None else None,
             )
         )  # fmt: skip
     return found
+
+
+def _block_warps(core: Coredump, device: int, grid_id: int) -> int | None:
+    grid = core.find_grid(device, grid_id)
+    dims = grid.block_dim if grid else None
+    return None if dims is None else -(-(dims[0] * dims[1] * dims[2]) // 32)
 
 
 def _native(

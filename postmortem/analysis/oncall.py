@@ -70,6 +70,13 @@ _BY_PATTERN = {
     FindingCode.NAMED_BARRIER_STARVED: (
         ProblemClass.HANG_AT_BARRIER, "hang at a named barrier no live warp can complete"
     ),
+    FindingCode.CIRCULAR_WAIT: (
+        ProblemClass.HANG_AT_BARRIER, "likely hang: a circular wait in a warp-specialized pipeline"
+    ),
+    FindingCode.PIPELINE_STALLED: (
+        ProblemClass.HANG_AT_BARRIER,
+        "likely hang: a warp-specialized pipeline whose producer is gone",
+    ),
 }  # fmt: skip
 
 
@@ -240,6 +247,8 @@ def _group_of(code: FindingCode, groups: Sequence[StuckGroup]) -> StuckGroup | N
     wanted = {
         FindingCode.DIVERGENT_BARRIER: "cta",
         FindingCode.NAMED_BARRIER_STARVED: "named",
+        FindingCode.CIRCULAR_WAIT: "mbarrier",
+        FindingCode.PIPELINE_STALLED: "mbarrier",
         FindingCode.CONVERGENCE_SPLIT: "convergence",
     }
     if code in wanted:

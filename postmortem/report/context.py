@@ -85,6 +85,7 @@ def _hang(hang: HangAnalysis | None) -> Json | None:
                 "barrier": g.barrier,
                 "barrier_id": g.barrier_id,
                 "barrier_threads": g.barrier_threads,
+                "role": g.role,
                 "in_polling_loop": g.in_polling_loop,
                 "chain": [
                     {"depth": d, "file": q.frame.file, "line": q.frame.line, "source": q.text,
@@ -99,8 +100,8 @@ def _hang(hang: HangAnalysis | None) -> Json | None:
             for g in hang.groups
         ],
         "findings": [
-            {"code": f.code.value, "message": f.message, "evidence": list(f.evidence),
-             "caveat": f.caveat}
+            {"code": f.code.value, "severity": f.severity.value, "message": f.message,
+             "evidence": list(f.evidence), "caveat": f.caveat}
             for f in hang.findings
         ],
         "notes": [n.message for n in hang.notes],

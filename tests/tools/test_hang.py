@@ -25,6 +25,10 @@ sys.path.insert(0, str(FIXTURES / "builder"))
 import markers  # noqa: E402
 
 SOURCE = FIXTURES / "cu" / "divergent_barrier.cu"
+SOURCES = {
+    "_Z24divergent_barrier_kernelPViPf": SOURCE,
+    "_Z16warp_specializedPfPKfi": FIXTURES / "cu" / "named_barrier.cu",
+}
 HANGS = [p for p in dump_paths() if truth_of(p)["hang"]]
 FAULTS = [p for p in dump_paths() if truth_of(p)["fault"] is not None]
 
@@ -66,13 +70,12 @@ def test_stuck_groups_are_the_planted_stall_sites(path, corpus):
     for stall in truth["stall_groups"]:
         group = groups[stall["offset"]]
         assert group.warps == len(stall["warps"])
-        line = markers.marker_location(SOURCE, stall["kind"])[1]
-        assert (Path(group.chain[0].file).name, group.chain[0].line) == (
-            "divergent_barrier.cu",
-            line,
-        )
+        source = SOURCES[stall["kernel"]]
+        line = markers.marker_location(source, stall["kind"])[1]
+        assert (Path(group.chain[0].file).name, group.chain[0].line) == (source.name, line)
         assert group.quoted[0].text is not None and f"@pm {stall['kind']}" in group.quoted[0].text
-        assert (group.barrier == "cta") == (stall["kind"] == "barrier")
+        # __syncthreads() in divergent_barrier.cu, named barrier 1 in named_barrier.cu
+        assert (group.barrier in ("cta", "named")) == (stall["kind"] == "barrier")
         assert group.in_polling_loop == (stall["kind"] == "spin")
 
 
