@@ -58,6 +58,11 @@ if [ "${1:-}" = test ]; then
         echo "setup: installing chromium and chromium-driver (Debian)" >&2
         apt_install chromium chromium-driver || echo "setup: could not install chromium; the HTML browser tests will skip (or fail under CI=true)" >&2
     fi
+    if ! ls /usr/lib/x86_64-linux-gnu/libLLVM-14.so* >/dev/null 2>&1 && ! ldconfig -p 2>/dev/null | grep -q "libLLVM-14.so"; then
+        # LLVM 14's demangler: the reference the production-kernel names are checked against.
+        echo "setup: installing libllvm14 (Debian)" >&2
+        apt_install libllvm14 || echo "setup: could not install libllvm14; the demangling corpus test will skip (or fail under CI=true)" >&2
+    fi
 else
     pip_install -e ".[tools]"
 fi
