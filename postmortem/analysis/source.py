@@ -7,8 +7,9 @@ rewritten by `--map-path OLD=NEW` prefixes, then looked up under every `--source
 
 from __future__ import annotations
 
+import ast
 import stat
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
@@ -91,6 +92,46 @@ def quote(
         else:
             quoted.append(QuotedLine(frame, path, lines[frame.line - 1][:_MAX_LINE_CHARS], None))
     return tuple(quoted)
+
+
+FunctionAt = Callable[[str, int], str | None]
+"""(file as the line table names it, line) → the name of the function whose body holds the
+line in that file's source found on this machine; None when the file is not found, or no
+function the reader understands holds the line."""
+
+
+def function_finder(source_dirs: Sequence[Path], path_maps: Sequence[PathMap]) -> FunctionAt:
+    """Which `def` holds a line of a Python source (Triton kernels are Python): the file is
+    found as `quote` finds it, parsed once, and the innermost `def` around the line named.
+    A file that does not parse as Python (CUDA C++, an NVRTC program) names nothing."""
+    spans: dict[str, list[tuple[int, int, str]] | None] = {}
+
+    def function_at(file: str, line: int) -> str | None:
+        if file not in spans:
+            spans[file] = _python_functions(file, source_dirs, path_maps)
+        holding = [s for s in spans[file] or () if s[0] <= line <= s[1]]
+        return max(holding)[2] if holding else None  # the innermost: the latest to start
+
+    return function_at
+
+
+def _python_functions(
+    file: str, source_dirs: Sequence[Path], path_maps: Sequence[PathMap]
+) -> list[tuple[int, int, str]] | None:
+    """(first line, last line, name) of every `def` of the file, or None."""
+    path = next((p for p in candidates(file, source_dirs, path_maps) if _quotable(p)), None)
+    lines = None if path is None else _read_lines(path)
+    if lines is None:
+        return None
+    try:
+        tree = ast.parse("\n".join(lines), filename=file)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+    return [
+        (node.lineno, node.end_lineno or node.lineno, node.name)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+    ]
 
 
 _MAX_SOURCE_BYTES = 64 << 20

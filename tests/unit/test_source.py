@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from postmortem.analysis.source import PathMap, candidates, quote
+from postmortem.analysis.source import PathMap, candidates, function_finder, quote
 from postmortem.cubin.sass import SourceFrame
 from tests.fifo import rescued
 
@@ -92,3 +92,41 @@ def test_a_source_replaced_by_a_fifo_after_the_check_is_not_read(tmp_path, monke
     # THEN it is not quoted, at once, with a note
     assert time.monotonic() - started < 5
     assert (quoted.path, quoted.text, quoted.reason) == (fifo, None, "file not readable")
+
+
+KERNELS = """import triton
+
+
+@triton.jit
+def helper(x):
+    y = x + 1
+    return y
+
+
+@triton.jit
+def kernel(ptr):
+    def inner(v):
+        return v * 2
+
+    value = helper(inner(1))
+    return value
+"""
+
+
+def test_the_def_around_a_line_of_a_python_source_is_named(tmp_path):
+    # GIVEN a Triton-style source under a source directory, named as a build machine would
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "kernels.py").write_text(KERNELS)
+    function_at = function_finder([tmp_path], [PathMap("/build", "/elsewhere")])
+    # THEN each line is named after the innermost def holding it; other lines after none
+    file = "/build/pkg/kernels.py"
+    assert [function_at(file, line) for line in (6, 7, 12, 13, 15, 1, 9)] == [
+        "helper", "helper", "inner", "inner", "kernel", None, None,
+    ]  # fmt: skip
+
+
+def test_a_source_that_is_missing_or_not_python_names_no_def(tmp_path):
+    (tmp_path / "default_program").write_text("__global__ void k(int *p) {\n  p[0] = 1;\n}\n")
+    function_at = function_finder([tmp_path], [])
+    assert function_at("default_program", 2) is None  # an NVRTC program: C++, not read
+    assert function_at("/nowhere/kernels.py", 6) is None
