@@ -39,6 +39,23 @@ class Blame:
 
 
 @dataclass(frozen=True, slots=True)
+class History:
+    """One signature across the scans of the same roots."""
+
+    first_seen: float
+    """Unix seconds: its earliest dump ever found under these roots."""
+    last_seen: float
+    total: int
+    """Its dumps over every day recorded."""
+    days: tuple[tuple[str, int], ...]
+    """UTC days (``2026-11-20``) and the dumps of each, oldest first."""
+    new: bool
+    regressed: bool
+    quiet_days: int | None
+    """For a regressed signature: the days without a dump before it came back."""
+
+
+@dataclass(frozen=True, slots=True)
 class Group:
     """The dumps that share one signature."""
 
@@ -69,6 +86,9 @@ class Group:
     """Hardware or code (`postmortem.scan.fleet.judge_fleet`); None until judged."""
     ownership: Ownership | None = None
     """Who owns it (`scan --owners`); None without an owners file or a matching rule."""
+    history: History | None = None
+    """Its history across the scans of the same roots (`postmortem.scan.history`); None
+    without a cache."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,7 +21,8 @@ from postmortem.scan.fleet import (
     gpu_id,
     pci_address,
 )
-from postmortem.scan.group import Blame, CoarseGroup, Group
+from postmortem.scan.group import Blame, CoarseGroup, Group, History
+from postmortem.scan.history import QUIET_DAYS
 from postmortem.scan.owners import Ownership
 from postmortem.scan.row import DumpRow, dump_id
 from postmortem.scan.run import ScanResult
@@ -93,6 +94,7 @@ def group_view(group: Group, rank: int, base: Path | None) -> dict[str, Any]:
         "earliest_source": group.earliest_source, "instruction": group.instruction,
         "fleet_verdict": None if group.blame is None else blame_view(group.blame),
         "owners": None if group.ownership is None else ownership_view(group.ownership),
+        "history": None if group.history is None else history_view(group.history),
         "dumps": [
             {"path": path, "report": _link(report, base)}
             for path, report in zip(group.dumps, group.reports, strict=True)
@@ -105,6 +107,17 @@ def blame_view(blame: Blame) -> dict[str, Any]:
     return {
         "kind": blame.kind, "reason": blame.reason, "dumps": blame.dumps, "gpus": blame.gpus,
         "hosts": blame.hosts, "signatures": blame.signatures, "sm": blame.sm,
+    }  # fmt: skip
+
+
+def history_view(history: History) -> dict[str, Any]:
+    """A signature across the scans of the same roots."""
+    return {
+        "first_seen": history.first_seen, "last_seen": history.last_seen,
+        "first_seen_iso": utc_text(history.first_seen),
+        "last_seen_iso": utc_text(history.last_seen), "total": history.total,
+        "days": [{"day": day, "count": count} for day, count in history.days],
+        "new": history.new, "regressed": history.regressed, "quiet_days": history.quiet_days,
     }  # fmt: skip
 
 
@@ -144,6 +157,11 @@ def summary_view(result: ScanResult) -> dict[str, Any]:
         "found": result.found, "left_out": result.left_out, "interrupted": result.interrupted,
         "cache_hits": result.cache_hits, "seconds": round(result.seconds, 3),
         "gpus": [gpu_view(gpu) for gpu in result.gpus],
+        "history": None if result.history is None else {
+            "scan": result.history.number, "quiet_days": QUIET_DAYS,
+            "previous_scan_iso": None if result.history.previous_ns is None
+            else utc_text(result.history.previous_ns / 1e9),
+        },
     }  # fmt: skip
 
 

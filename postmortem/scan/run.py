@@ -23,6 +23,7 @@ from postmortem.scan.engine import EngineChoice, open_engine
 from postmortem.scan.fingerprint import fingerprint
 from postmortem.scan.fleet import Gpu, judge_fleet
 from postmortem.scan.group import CoarseGroup, Group, coarse_groups, group_rows
+from postmortem.scan.history import ScanHistory, apply_history
 from postmortem.scan.instruction import fill_instructions
 from postmortem.scan.names import parse_name
 from postmortem.scan.owners import OwnerRule, owners_of
@@ -80,6 +81,8 @@ class ScanResult:
     cache_hits: int
     warnings: tuple[str, ...] = ()
     """What went wrong besides the dumps, one line each (a Sentry that was not reached)."""
+    history: ScanHistory | None = None
+    """This scan among the scans of the same roots; None without a cache."""
 
     @property
     def errors(self) -> tuple[DumpRow, ...]:
@@ -157,8 +160,11 @@ def run_scan(
     if options.owners is not None:
         rules = options.owners
         groups = tuple(replace(g, ownership=owners_of(g.signature, rules)) for g in groups)
+    scans = None
+    if cache is not None:
+        groups, scans = apply_history(cache.path, roots, groups, kept, record=not interrupted)
     return ScanResult(
-        rows=tuple(kept), groups=groups, coarse=coarse_groups(groups), gpus=gpus,
+        rows=tuple(kept), groups=groups, coarse=coarse_groups(groups), gpus=gpus, history=scans,
         found=len(candidates),
         left_out=len(candidates) - len(todo) + len(rows) - len(kept), interrupted=interrupted,
         seconds=time.monotonic() - started, cache_hits=hits,
