@@ -21,7 +21,7 @@ from postmortem.cubin.inspect import Function
 from postmortem.cubin.nvdisasm import Disassembly
 from postmortem.cubin.sass import SassInstruction, SourceFrame
 from postmortem.demangle import demangle
-from postmortem.model import Fault, Module
+from postmortem.model import Fault, Lane, Module
 
 # sm_70 and later encode every instruction in 16 bytes.
 INSTRUCTION_BYTES = 16
@@ -101,6 +101,13 @@ def unwind(
     lane, pc = fault.lane_record, fault.error_pc
     if lane is None or pc is None:
         return None
+    return unwind_lane(core, code_map, lane, pc, listing)
+
+
+def unwind_lane(
+    core: Coredump, code_map: CodeMap, lane: Lane, pc: int, listing: Disassembly | None = None
+) -> CallStack:
+    """The call stack of any lane (a stuck warp's, in a hang) whose PC is `pc`."""
     depth = lane.call_depth or 0
     hidden = min(lane.syscall_call_depth or 0, depth)
     rows = sorted(core.backtrace(lane), key=lambda row: row.level)[:depth]
@@ -115,7 +122,7 @@ def unwind(
     frames: list[CallFrame] = []
     for level, address in enumerate(addresses[hidden : hidden + MAX_FRAMES]):
         is_return = level + hidden > 0
-        frame, problem = _frame(code_map, fault.device_index, level, address, is_return, listing)
+        frame, problem = _frame(code_map, lane.device_index, level, address, is_return, listing)
         if problem:
             notes.append(problem)
             if level:

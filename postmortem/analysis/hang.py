@@ -22,9 +22,10 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 
+from postmortem.analysis.calls import CallStack, unwind_lane
 from postmortem.analysis.disassembly import disassemble_function
 from postmortem.analysis.fault import LocalizeOptions
 from postmortem.analysis.inline import FrameName, NamedChain, line_table_chain, reconcile
@@ -37,7 +38,7 @@ from postmortem.cubin.inspect import Function
 from postmortem.cubin.nvdisasm import Disassembly
 from postmortem.cubin.sass import SassInstruction, SassListing, SourceFrame
 from postmortem.findings import Finding, FindingCode, Severity
-from postmortem.model import CodeLocation, Dim3
+from postmortem.model import SM, CodeLocation, Dim3, Lane
 from postmortem.spelling import dim3_text
 
 _LOOP_SPAN = 32  # instructions: longer loops are not "spinning in place"
@@ -73,6 +74,8 @@ class StuckGroup:
     role: str | None = None
     """"producer" or "consumer": the warp role of the code path the PC is on (the first TMA
     load or tensor-core instruction ahead of it), when it says."""
+    calls: CallStack | None = None
+    """The call stack of the group's first lane, when it is inside a called function."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,6 +120,10 @@ def analyze_hang(
         code = kernel_code(core, code_map, device, grid_id)
         native = partial(_native, code_map, code) if code else None
         kernel_groups = _groups(device, grid_id, kernel, members, listing, options, native)
+        if code is not None:
+            kernel_groups = _with_calls(
+                core, code_map, device, code[0], kernel_groups, members, result
+            )
         groups.extend(kernel_groups)
         by_offset = {g.offset: g for g in kernel_groups}
         findings.extend(_findings(members, by_offset, kernel))
@@ -182,6 +189,37 @@ def _groups(
     return found
 
 
+def _with_calls(
+    core: Coredump,
+    code_map: CodeMap,
+    device_index: int,
+    location: CodeLocation,
+    groups: list[StuckGroup],
+    warps: Sequence[WarpPcs],
+    listing: Disassembly | None,
+) -> list[StuckGroup]:
+    # One lane per group: the first warp there, its first lane at the group's PC.
+    sms = {sm.sm_id: sm for sm in core.sms(core.device(device_index))}
+    found = []
+    for group in groups:
+        member = next((w for w in warps if any(o == group.offset for o, _ in w.lanes_at)), None)
+        pc = location.section_address + group.offset
+        lane = _lane_at(core, sms.get(member.sm_id) if member else None, member, pc)
+        stack = unwind_lane(core, code_map, lane, pc, listing) if lane else None
+        found.append(replace(group, calls=stack) if stack and stack.call_depth else group)
+    return found
+
+
+def _lane_at(core: Coredump, sm: SM | None, member: WarpPcs | None, pc: int) -> Lane | None:
+    if sm is None or member is None:
+        return None
+    for cta in core.ctas(sm):
+        for warp in core.warps(cta):
+            if warp.warp_id == member.warp_id:
+                return next((ln for ln in core.lanes(warp) if ln.virtual_pc == pc), None)
+    return None
+
+
 def _block_warps(core: Coredump, device: int, grid_id: int) -> int | None:
     grid = core.find_grid(device, grid_id)
     dims = grid.block_dim if grid else None
@@ -192,7 +230,10 @@ def _native(
     code_map: CodeMap, code: tuple[CodeLocation, Function], offset: int
 ) -> NamedChain | None:
     location, function = code
-    return line_table_chain(code_map, location.module, function, offset)
+    # The function holding the PC: a called function's clone, not the kernel around it.
+    summary = code_map.summary(location.module)
+    inner = summary.find_function(location.section_address + offset) if summary else None
+    return line_table_chain(code_map, location.module, inner or function, offset)
 
 
 def barrier_operands(instruction: SassInstruction | None) -> tuple[int | None, int | None]:

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from postmortem.analysis.analyze import Analysis
+from postmortem.analysis.calls import CallStack
 from postmortem.analysis.crosscheck import CrossCheck
 from postmortem.analysis.fault import FaultSite
 from postmortem.analysis.hang import StuckGroup
@@ -96,11 +97,18 @@ def site_guess(analysis: Analysis, site: FaultSite) -> BestGuess:
 def _kernel_statement(site: FaultSite) -> Statement:
     # A PC in a called function names that function, its offset and who called it.
     assert site.function is not None
-    frames = site.calls.frames if site.calls and site.calls.is_called else ()
-    inner = frames[0] if frames else None
-    if inner is None or inner.function is None or inner.offset is None:
+    called = _called_statement(site.calls, f"{NATIVE}: error PC") if site.calls else None
+    if called is None:
         where = f" at +0x{site.offset:x}" if site.offset is not None else ""
         return Statement(f"{site.function.demangled}{where}", f"{NATIVE}: error PC")
+    return called
+
+
+def _called_statement(stack: CallStack, basis: str) -> Statement | None:
+    frames = stack.frames if stack.is_called else ()
+    inner = frames[0] if frames else None
+    if inner is None or inner.function is None or inner.offset is None:
+        return None
     callers = " <- ".join(
         without_parameters(f.function.demangled) + (f" ({f.chain[0].file}:{f.chain[0].line})"
                                                     if f.chain else "")
@@ -108,7 +116,7 @@ def _kernel_statement(site: FaultSite) -> Statement:
     )  # fmt: skip
     return Statement(
         f"{inner.function.demangled} at +0x{inner.offset:x}, called from {callers}",
-        f"{NATIVE}: error PC and the lane's backtrace rows",
+        f"{basis} and the lane's backtrace rows",
     )
 
 
@@ -119,6 +127,8 @@ def group_guess(analysis: Analysis, group: StuckGroup | None) -> BestGuess | Non
     unknown: list[str] = []
     name = demangle(group.kernel) if group.kernel else "an unknown kernel"
     kernel = Statement(f"{name} at +0x{group.offset:x}", f"{NATIVE}: warp PCs")
+    if group.calls is not None and group.calls.is_called:
+        kernel = _called_statement(group.calls, f"{NATIVE}: warp PCs") or kernel
     instruction = None
     if group.instruction is not None:
         instruction = Statement(group.instruction.text, NVDISASM)

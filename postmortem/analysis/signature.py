@@ -282,8 +282,10 @@ def signature_input(analysis: Analysis) -> SignatureInput:
         )  # fmt: skip
     if analysis.hang and analysis.hang.groups:
         group = analysis.hang.groups[0]
-        names = tuple(n.function if n else None for n in group.frame_names)
-        return SignatureInput(None, group.kernel, group.offset, group.chain, None, names)
+        names = tuple(_callee(n.function) if n else None for n in group.frame_names)
+        inner = group.calls.frames[0] if group.calls and group.calls.is_called else None
+        offset = inner.offset if inner and inner.offset is not None else group.offset
+        return SignatureInput(None, group.kernel, offset, group.chain, None, names)
     return SignatureInput(None, None, None, (), None)
 
 

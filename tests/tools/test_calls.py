@@ -154,3 +154,30 @@ def test_the_recorded_bt_parses_to_the_three_frames():
         ("calls.cu", 21),
         ("calls.cu", 28),
     ]
+
+
+def test_a_stuck_group_inside_a_called_function_has_its_call_stack():
+    # GIVEN calls.cu dumped mid-flight with one block's warps inside write_slot
+    analysis = _analysis("midflight_calls.nvcudmp")
+    assert analysis.hang is not None
+    inside = next(g for g in analysis.hang.groups if g.calls is not None)
+    # THEN the group names the called function, its callers and their call sites
+    assert inside.calls is not None and inside.calls.is_called
+    assert [f.name for f in inside.calls.frames] == [
+        "calls::write_slot(float*, int, float)",
+        "calls::scatter_row(float*, int, float)",
+        "two_level(float*, int, float)",
+    ]
+    assert [(f.chain[0].file, f.chain[0].line) for f in inside.calls.frames[1:]] == [
+        tuple(c) for c in TRUTH["expected_calls"]
+    ]
+    # AND the frame at its PC is named after write_slot, not the kernel around it
+    assert inside.frame_names[0] is not None
+    assert inside.frame_names[0].demangled == "calls::write_slot(float*, int, float)"
+    # AND the group at the kernel's entry has no stack to show
+    assert all(g.calls is None for g in analysis.hang.groups if g is not inside)
+    report = build_report(analysis)
+    assert "called from calls::scatter_row" in report["oncall"]["best_guess"]["kernel"]["text"]
+    assert "called from calls::scatter_row (calls.cu:21) <- two_level (calls.cu:28)" in render(
+        "analyze", report, "text"
+    )
