@@ -37,7 +37,7 @@ import numpy as np
 from postmortem.analysis.hang import StuckGroup
 from postmortem.coredump import tables as t
 from postmortem.coredump.reader import Coredump
-from postmortem.model import Dim3, RowRef, Warp
+from postmortem.model import Dim3, Warp
 from postmortem.summary import KernelLaunch
 
 NAME_PATTERNS = (
@@ -213,8 +213,12 @@ class _Snapshot:
 
     warp: Warp
     lanes: bytes
-    offsets: tuple[int, ...]
-    lane_refs: tuple[RowRef, ...]
+    offsets: Any
+    """The lanes' function-relative PCs (a numpy view)."""
+    table: int
+    """The warp's lane table."""
+    rows: Any
+    """The lanes' rows in it, in lane order (a numpy view)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -303,6 +307,10 @@ def compare_dumps(
     Raises PostmortemError when a dump's tables cannot be followed.
     """
     before, after = _snapshots(earlier), _snapshots(later)
+    registers = (
+        (_Registers(earlier, t.DEV_REGS), _Registers(earlier, t.DEV_UREGS)),
+        (_Registers(later, t.DEV_REGS), _Registers(later, t.DEV_UREGS)),
+    )
     notes: list[str] = []
     warps: list[WarpMotion] = []
     budget = MAX_REGISTER_WARPS
@@ -315,7 +323,7 @@ def compare_dumps(
         changed = _changes(then, now)
         checked = False
         if not changed and budget > 0:
-            same = _same_registers(earlier, later, then, now)
+            same = _same_registers(*registers, then, now)
             if same is not None:
                 budget -= 1
                 compared += 1
@@ -339,45 +347,53 @@ def compare_dumps(
 
 
 def _snapshots(core: Coredump) -> dict[Any, _Snapshot]:
-    """Every warp of `core` with lanes, by key (a repeated key gets an occurrence count)."""
+    """Every warp of `core` with lanes, by key (a repeated key gets an occurrence count).
+
+    Lane rows count when their warp's valid-lanes mask holds their lane id (as in
+    `postmortem.analysis.state`); they are filtered and sorted in bulk, and only the warps
+    become Python objects.
+    """
     index = core.tables
     pcs = index.column_arrays(t.LN_TABLE, "phys_pc")
     if not len(pcs.section):
         return {}
+    # Columns over the same tables as the PCs, row for row.
     virtual = index.column_arrays(t.LN_TABLE, "virtual_pc", default=0)
     ids = index.column_arrays(t.LN_TABLE, "ln", default=_NO_LANE_ID)
     keep = np.isin(virtual.section, pcs.section)
-    sections = np.asarray(pcs.section, dtype=np.int64)
-    rows = np.asarray(pcs.row, dtype=np.int64)
     lane_ids = np.asarray(ids.values, dtype=np.uint64)[keep]
+    sections = np.asarray(pcs.section, dtype=np.int64)
+    order = np.lexsort((lane_ids, sections))
+    lane_ids, sections = lane_ids[order], sections[order]
+    rows = np.asarray(pcs.row, dtype=np.int64)[order]
     records = np.stack(
-        [lane_ids, np.asarray(virtual.values, dtype=np.uint64)[keep],
-         np.asarray(pcs.values, dtype=np.uint64)],
+        [lane_ids, np.asarray(virtual.values, dtype=np.uint64)[keep][order],
+         np.asarray(pcs.values, dtype=np.uint64)[order]],
         axis=1,
     )  # fmt: skip
     by_ref = {w.ref: w for device in core.devices for w in core.iter_warps(device)}
+    all_tables, counts = np.unique(sections, return_counts=True)
+    warps = [by_ref.get(index.parent_of(table)) for table in all_tables.tolist()]
+    owner = np.repeat(np.arange(len(all_tables)), counts)
+    masks = np.array([0 if w is None else _mask(w.valid_lanes_mask) for w in warps],
+                     dtype=np.uint64)[owner]  # fmt: skip
+    placed = np.array([w is not None for w in warps], dtype=bool)[owner]
+    unknown = lane_ids == _NO_LANE_ID
+    held = unknown | ((lane_ids < 32) & ((masks >> np.minimum(lane_ids, 63)) & 1 == 1))
+    held &= placed  # a lane table whose warp row was not found is left out
+    records, sections, rows = records[held], sections[held], rows[held]
+    tables, starts, counts = np.unique(sections, return_index=True, return_counts=True)
+    warp_of = dict(zip(all_tables.tolist(), warps, strict=True))
     found: dict[Any, _Snapshot] = {}
     seen: Counter[WarpKey] = Counter()
-    order = np.lexsort((lane_ids, sections))
-    tables, starts, counts = np.unique(sections[order], return_index=True, return_counts=True)
     for table, start, count in zip(tables.tolist(), starts.tolist(), counts.tolist(), strict=True):
-        warp = by_ref.get(index.parent_of(table))
-        if warp is None:
-            continue
-        chosen = order[start : start + count]
-        held = [
-            i for i, lane in zip(chosen.tolist(), lane_ids[chosen].tolist(), strict=True)
-            if lane == _NO_LANE_ID or (lane < 32 and (_mask(warp.valid_lanes_mask) >> lane) & 1)
-        ]  # fmt: skip
-        if not held:
-            continue
+        warp = warp_of[table]
+        assert warp is not None  # its lanes were kept
         key = _key(warp)
         seen[key] += 1
+        end = start + count
         found[(key, seen[key])] = _Snapshot(
-            warp,
-            records[held].tobytes(),
-            tuple(int(v) for v in records[held, 2].tolist()),
-            tuple(RowRef(table, int(rows[i])) for i in held),
+            warp, records[start:end].tobytes(), records[start:end, 2], table, rows[start:end]
         )
     return found
 
@@ -411,30 +427,65 @@ def _changes(then: _Snapshot, now: _Snapshot) -> tuple[str, ...]:
     return tuple(changed)
 
 
-def _same_registers(
-    earlier: Coredump, later: Coredump, then: _Snapshot, now: _Snapshot
-) -> bool | None:
-    """Whether every lane's registers (and the warp's uniform ones, where held) are equal;
-    None when either dump holds no registers for this warp."""
-    pairs = [(a, b, t.DEV_REGS) for a, b in zip(then.lane_refs, now.lane_refs, strict=True)]
-    pairs.append((then.warp.ref, now.warp.ref, t.DEV_UREGS))
-    for ref_a, ref_b, kind in pairs:
-        a = earlier.tables.only_child(ref_a, kind)
-        b = later.tables.only_child(ref_b, kind)
-        if a is None or b is None:
-            if kind == t.DEV_UREGS and a is None and b is None:
-                continue  # no uniform registers (before r400): the lanes' say it all
+class _Registers:
+    """Where the register sections of a dump's lanes (or uniform ones of its warps) are:
+    one sorted key per section, looked up for many rows at once."""
+
+    def __init__(self, core: Coredump, section_type: int) -> None:
+        self._core = core
+        s = core.tables.sections
+        members = np.asarray(core.tables.attached(section_type), dtype=np.int64)
+        links = np.asarray(s.link, dtype=np.uint64)[members]
+        infos = np.asarray(s.info, dtype=np.uint64)[members]
+        keys = links << np.uint64(32) | infos
+        order = np.argsort(keys, kind="stable")
+        self._keys, self._members = keys[order], members[order]
+
+    def sections(self, table: int, rows: Any) -> list[int] | None:
+        """The register section of each row of `table`; None when a row has none."""
+        if not len(self._keys):
             return None
-        if earlier.tables.data(a) != later.tables.data(b):
-            return False
-    return True
+        keys = np.uint64(table) << np.uint64(32) | np.asarray(rows, dtype=np.uint64)
+        at = np.minimum(np.searchsorted(self._keys, keys), len(self._keys) - 1)
+        if not bool(np.all(self._keys[at] == keys)):
+            return None
+        found: list[int] = self._members[at].tolist()
+        return found
+
+    def data(self, section: int) -> bytes:
+        return self._core.tables.data(section)
+
+
+def _same_registers(
+    earlier: tuple[_Registers, _Registers], later: tuple[_Registers, _Registers],
+    then: _Snapshot, now: _Snapshot,
+) -> bool | None:  # fmt: skip
+    """Whether every lane's registers (and the warp's uniform ones, where held) are equal;
+    None when either dump holds no registers for this warp's lanes."""
+    pairs = []
+    a = earlier[0].sections(then.table, then.rows)
+    b = later[0].sections(now.table, now.rows)
+    if a is None or b is None:
+        return None
+    pairs.append((a, b))
+    ua = earlier[1].sections(then.warp.ref.section, [then.warp.ref.row])
+    ub = later[1].sections(now.warp.ref.section, [now.warp.ref.row])
+    if (ua is None) != (ub is None):
+        return None
+    if ua is not None and ub is not None:  # none before r400: the lanes' say it all
+        pairs.append((ua, ub))
+    return all(
+        earlier[0].data(x) == later[0].data(y)
+        for xs, ys in pairs
+        for x, y in zip(xs, ys, strict=True)
+    )
 
 
 def _warp(
     snap: _Snapshot, motion: Motion, changed: tuple[str, ...] = (), checked: bool = False
 ) -> WarpMotion:
     w = snap.warp
-    at = Counter(snap.offsets)
+    at = Counter(int(offset) for offset in snap.offsets.tolist())
     offsets = tuple(sorted(at.items(), key=lambda item: (-item[1], item[0])))
     return WarpMotion(
         w.device_index, w.sm_id, w.warp_id, w.grid_id, w.block_idx, motion, offsets,
