@@ -174,12 +174,20 @@ def analyze_incident(paths: Sequence[Path], options: AnalyzeOptions | None = Non
     motion = compare_hangs([(d, analyses[d.path]) for d in dumps if d.path in analyses])
     if motion is None:
         return incident
-    verdict = incident.verdict
-    if verdict.kind == "hang":
-        verdict = replace(verdict, headline=motion_verdict(motion) or verdict.headline)
-    oncall = incident.oncall
-    if oncall is not None and verdict.kind == "hang":
-        oncall = motion_oncall(oncall, motion)
+    # A hang is led by the later dump of the comparison with the most warps that did not
+    # move, among those of stuck dumps: its verdict, hang groups and on-call are the incident's.
+    stuck = {r.dump.path: r.dump for r in incident.rows if r.role is Role.STUCK}
+    compared = [c for c in motion.compared if c.later in stuck]
+    if incident.verdict.kind != "hang" or not compared:
+        return replace(incident, motion=motion)
+    best = max(compared, key=lambda c: c.count(Motion.STUCK))
+    lead_dump = stuck[best.later]
+    agree = sum(
+        1 for d in stuck.values()
+        if d is lead_dump or (d.signature is not None and d.signature == lead_dump.signature)
+    )  # fmt: skip
+    verdict = replace(incident.verdict, headline=motion_verdict(best), lead=best.later, agree=agree)
+    oncall = motion_oncall(oncall_summary(analyses[best.later]), best)
     return replace(incident, verdict=verdict, oncall=oncall, motion=motion)
 
 
@@ -295,7 +303,8 @@ def _notes(ordered: Sequence[IncidentDump], faults: Sequence[IncidentDump]) -> t
 
 def compare_hangs(dumps: Sequence[tuple[IncidentDump, Analysis]]) -> IncidentMotion | None:
     """The dumps without an exception compared, process by process; None with fewer than two."""
-    hangs = [(d, a) for d, a in dumps if not d.faulted]
+    # One file given twice is one dump: nothing to compare it with.
+    hangs = list({d.path: (d, a) for d, a in dumps if not d.faulted}.values())
     if len(hangs) < 2:
         return None
     by_path = {d.path: a for d, a in hangs}
@@ -336,24 +345,21 @@ def _compare(
         return f"internal error: {type(error).__name__}: {' '.join(str(error).split())}"
 
 
-def motion_verdict(motion: IncidentMotion) -> str | None:
-    """The headline of a hang incident whose dumps were compared: the warps that did not
-    move, or a kernel still running when every warp moved; None when nothing was compared."""
-    if not motion.compared:
-        return None
-    best = max(motion.compared, key=lambda c: c.count(Motion.STUCK))
-    gap = _gap(best)
-    stuck, moved = best.count(Motion.STUCK), best.count(Motion.MOVED)
+def motion_verdict(comparison: DumpComparison) -> str:
+    """The headline of a hang whose dumps were compared: the warps that did not move, or a
+    kernel still running when every warp moved."""
+    gap = _gap(comparison)
+    stuck, moved = comparison.count(Motion.STUCK), comparison.count(Motion.MOVED)
     if stuck:
         grids = sorted(
-            (g for g in best.grids if g.counts[Motion.STUCK]),
+            (g for g in comparison.grids if g.counts[Motion.STUCK]),
             key=lambda g: -g.counts[Motion.STUCK],
         )
         main = grids[0]
         where = f"grid {main.grid_id}" if main.grid_id is not None else "a grid the rows omit"
         of = main.counts[Motion.STUCK]
         more = f" and {stuck - of} of {len(grids) - 1} other grid(s)" if len(grids) > 1 else ""
-        places = [g for g in best.groups if g.counts[Motion.STUCK]]
+        places = [g for g in comparison.groups if g.counts[Motion.STUCK]]
         at = "; ".join(f"{g.counts[Motion.STUCK]} at {_where(g)}" for g in places[:2])
         at += "; …" if len(places) > 2 else ""
         all_or = "all " if not moved and stuck > 1 else ""
@@ -361,7 +367,7 @@ def motion_verdict(motion: IncidentMotion) -> str | None:
             f"hang: {all_or}{of} warp{'s' if of != 1 else ''} of {where}{more} did not move "
             f"{gap} ({at}); {moved or 'none'} moved"
         )
-    gone, new = best.count(Motion.GONE), best.count(Motion.NEW)
+    gone, new = comparison.count(Motion.GONE), comparison.count(Motion.NEW)
     if moved:
         return (
             f"a kernel still running: every warp moved {gap} ({moved} warp"
@@ -389,26 +395,24 @@ def _where(group: PcMotion) -> str:
     return text
 
 
-def motion_oncall(oncall: OnCallSummary, motion: IncidentMotion) -> OnCallSummary:
-    """The lead's on-call summary with the comparison's next step (instead of asking for a
-    second dump) and, for a hang, a running kernel ruled out."""
-    if not motion.compared:
-        return oncall
-    best = max(motion.compared, key=lambda c: c.count(Motion.STUCK))
+def motion_oncall(oncall: OnCallSummary, comparison: DumpComparison) -> OnCallSummary:
+    """An on-call summary with the comparison's next step (instead of asking for a second
+    dump) and, for a hang, a running kernel ruled out."""
     source = "dump comparison: warp PCs, masks and registers of two dumps"
-    stuck = best.count(Motion.STUCK)
+    stuck = comparison.count(Motion.STUCK)
+    gap = _gap(comparison)
     if not stuck:
         step = Statement(
-            f"every warp moved {_gap(best)}: the kernel runs; find why it runs this long (an "
-            "input far larger than usual, a loop whose exit condition is never met: compare "
-            "the PCs and registers of a warp in both dumps)",
+            f"every warp moved {gap}: the kernel runs; find why it runs this long (an input "
+            "far larger than usual, a loop whose exit condition is never met: compare the "
+            "PCs and registers of a warp in both dumps)",
             source,
         )
         return replace(oncall, next_step=step)
     # A barrier the stuck warps wait at says more than a loop they spin in.
-    places = [g for g in best.groups if g.counts[Motion.STUCK]]
+    places = [g for g in comparison.groups if g.counts[Motion.STUCK]]
     group = next((g for g in places if g.group is not None and g.group.barrier), places[0])
-    ruled = Statement(f"not a running kernel: {stuck} warp(s) did not move {_gap(best)}", source)
+    ruled = Statement(f"not a running kernel: {stuck} warp(s) did not move {gap}", source)
     return replace(
         oncall, next_step=_stuck_step(group, stuck), ruled_out=(*oncall.ruled_out, ruled)
     )

@@ -192,7 +192,7 @@ def test_identical_dumps_every_warp_did_not_move_registers_included(tmp_path):
     assert comparison.notes == ()
 
 
-def test_warps_that_spin_moved_while_those_at_the_barrier_did_not(tmp_path):
+def test_warps_that_spin_moved_while_those_at_the_barrier_did_not(tmp_path, reading):
     # GIVEN the spinning warps at another PC of their loop in the later dump
     before = {1: [_warp(BARRIER, 0), _warp(SPIN, 1)], 2: [_warp(BARRIER, 4), _warp(SPIN, 5)]}
     after = {1: [_warp(BARRIER, 0), _warp(SPIN + 16, 1)], 2: [_warp(BARRIER, 4), _warp(SPIN, 5)]}
@@ -212,7 +212,7 @@ def test_warps_that_spin_moved_while_those_at_the_barrier_did_not(tmp_path):
     assert comparison.groups[0].counts[Motion.STUCK] == 2
 
 
-def test_a_warp_whose_registers_changed_moved(tmp_path):
+def test_a_warp_whose_registers_changed_moved(tmp_path, reading):
     before = {1: [_warp(SPIN, 0, {3: 7}), _warp(SPIN, 1, {3: 7})]}
     after = {1: [_warp(SPIN, 0, {3: 8}), _warp(SPIN, 1, {3: 7})]}
     comparison = _compare(tmp_path, before, after)
@@ -338,3 +338,19 @@ def test_the_comparison_is_in_every_format_and_its_json_meets_the_schema(tmp_pat
     html = render("incident", report, "html")
     assert "<h3>Two dumps of one process, 4 s apart</h3>" in html
     assert "<td><code>+0x140</code></td><td>2</td>" in html
+
+
+def test_a_comparison_that_fails_is_a_reason_never_a_traceback(tmp_path, monkeypatch):
+    def broken(*args, **kwargs):
+        raise ValueError("a row no reader expected")
+
+    monkeypatch.setattr("postmortem.analysis.incident.compare_dumps", broken)
+    dumps = _pair(tmp_path)
+    incident = analyze_incident(dumps, NATIVE)
+    assert incident.motion.compared == ()
+    (skipped,) = incident.motion.not_compared
+    assert skipped.dumps == (str(dumps[0]), str(dumps[1]))
+    assert skipped.why == (
+        "could not be compared: internal error: ValueError: a row no reader expected"
+    )
+    assert "second dump" in incident.oncall.next_step.text  # nothing compared: still asked
