@@ -10,15 +10,15 @@ ran, its chain must agree (files and lines); where it did not, the cubin alone g
 Triton writes every inline context of a kernel under the kernel's own name, so an inlined
 helper's frame (`write_zeros_to_output` at fused_moe.py:61) would read "in fused_moe_kernel".
 No function is inlined into itself: an inner frame the table names after the function of the
-section takes its name from the `def` around its line when the source is found, and is left
-unnamed, with the reason in the chain's notes, when it is not.
+section takes its name from the function around its line (a Python `def`) when the source is
+found, and is left unnamed, with the reason in the chain's notes, when it is not.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from postmortem.analysis.source import FunctionAt
+from postmortem.analysis.source import FunctionAt, not_kept
 from postmortem.codemap import CodeMap
 from postmortem.cubin.dwarfinfo import InlinedCall, InlineTree
 from postmortem.cubin.inspect import Function, function_name
@@ -39,10 +39,11 @@ class FrameName:
     """The function a frame of an inline chain is in, and who said so."""
 
     function: str
-    """Its name as the source gave it: mangled (line table, symbol table, cuda-gdb)."""
+    """Its name as the source gave it: mangled (line table, symbol table, cuda-gdb), or as
+    the source file spells it (source file)."""
     source: str
     """Where the name came from: "line table", "symbol table" (the outermost frame: the
-    function of the code section), "source file" (the `def` around the frame's line, where
+    function of the code section), "source file" (the function around the frame's line, where
     the line table names the kernel itself) or "cuda-gdb"."""
 
     @property
@@ -90,8 +91,9 @@ def cubin_chain(
     for a `-G` build, its `.debug_info`; None where the table covers no row there.
 
     An inner frame the table names after `function` itself (Triton names every context so)
-    is named from the `def` that holds its line when `function_at` finds its source, and
-    left unnamed otherwise: never the kernel's name, which would be false."""
+    is named after the function (a Python `def`) that holds its line when `function_at`
+    finds its source, and left unnamed otherwise: never the kernel's name, which would be
+    false."""
     frames = table.chain(function.section_index, offset)
     if not frames:
         return None
@@ -122,10 +124,10 @@ def _self_named(
     said = f"the line table names the kernel itself for {where}, an inlined frame"
     found = function_at(frame.file, frame.line) if function_at else None
     if found:
-        return FrameName(found, SOURCE_FILE), f"{said}: named from the def around its line"
-    why = (
+        return FrameName(found, SOURCE_FILE), f"{said}: named from the function around its line"
+    why = not_kept(frame.file) or (
         "no source was looked up" if function_at is None
-        else "its source was not found, or no def in it holds the line"
+        else "its source was not found, or no function in it holds the line"
     )  # fmt: skip
     return None, f"{said}: left unnamed ({why})"
 

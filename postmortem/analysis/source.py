@@ -8,6 +8,7 @@ rewritten by `--map-path OLD=NEW` prefixes, then looked up under every `--source
 from __future__ import annotations
 
 import ast
+import re
 import stat
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -80,7 +81,7 @@ def quote(
             (p for p in candidates(frame.file, source_dirs, path_maps) if _quotable(p)), None
         )
         if path is None:
-            quoted.append(QuotedLine(frame, None, None, "file not found"))
+            quoted.append(QuotedLine(frame, None, None, not_kept(frame.file) or "file not found"))
             continue
         if path not in cache:
             cache[path] = _read_lines(path)
@@ -94,6 +95,21 @@ def quote(
     return tuple(quoted)
 
 
+NVRTC_PROGRAM = "default_program"
+"""The name NVRTC gives a program compiled from a string when the caller names none."""
+
+
+def not_kept(file: str) -> str | None:
+    """Why a line table's file cannot be on any disk, or None: NVRTC's `default_program`
+    was a string in the process that compiled it."""
+    if PurePosixPath(file).name != NVRTC_PROGRAM:
+        return None
+    return (
+        f"not kept: NVRTC compiled it from a string ({NVRTC_PROGRAM}); pass its text, saved "
+        f"as {NVRTC_PROGRAM}, with --source-dir"
+    )
+
+
 FunctionAt = Callable[[str, int], str | None]
 """(file as the line table names it, line) → the name of the function whose body holds the
 line in that file's source found on this machine; None when the file is not found, or no
@@ -101,30 +117,37 @@ function the reader understands holds the line."""
 
 
 def function_finder(source_dirs: Sequence[Path], path_maps: Sequence[PathMap]) -> FunctionAt:
-    """Which `def` holds a line of a Python source (Triton kernels are Python): the file is
-    found as `quote` finds it, parsed once, and the innermost `def` around the line named.
-    A file that does not parse as Python (CUDA C++, an NVRTC program) names nothing."""
-    spans: dict[str, list[tuple[int, int, str]] | None] = {}
+    """Which function holds a line of a source found here, as the source spells its name: the
+    innermost `def` of a Python file (Triton kernels are Python, read with `ast`), the
+    innermost function body of any other file (CUDA C++, an NVRTC program), read by matching
+    braces. Each file is found as `quote` finds it and read once."""
+    spans: dict[str, list[_Span] | None] = {}
 
     def function_at(file: str, line: int) -> str | None:
         if file not in spans:
-            spans[file] = _python_functions(file, source_dirs, path_maps)
+            spans[file] = _functions(file, source_dirs, path_maps)
         holding = [s for s in spans[file] or () if s[0] <= line <= s[1]]
         return max(holding)[2] if holding else None  # the innermost: the latest to start
 
     return function_at
 
 
-def _python_functions(
+_Span = tuple[int, int, str]
+"""(first line, last line, name) of a function in a source file."""
+
+
+def _functions(
     file: str, source_dirs: Sequence[Path], path_maps: Sequence[PathMap]
-) -> list[tuple[int, int, str]] | None:
-    """(first line, last line, name) of every `def` of the file, or None."""
+) -> list[_Span] | None:
     path = next((p for p in candidates(file, source_dirs, path_maps) if _quotable(p)), None)
     lines = None if path is None else _read_lines(path)
     if lines is None:
         return None
+    text = "\n".join(lines)
+    if PurePosixPath(file).suffix != ".py":
+        return _braced_functions(text)
     try:
-        tree = ast.parse("\n".join(lines), filename=file)
+        tree = ast.parse(text, filename=file)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None
     return [
@@ -132,6 +155,51 @@ def _python_functions(
         for node in ast.walk(tree)
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
     ]
+
+
+# Comments and string or character literals, blanked before braces are matched.
+_LITERALS = re.compile(r'//[^\n]*|/\*.*?\*/|"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'', re.S)
+_CONTROL = frozenset({"if", "for", "while", "switch", "do", "else", "catch", "return", "sizeof"})
+_SCOPES = re.compile(r"(?:template\s*<[^{]*>\s*)?(?:namespace|struct|class|union|enum)\b")
+# Parenthesized qualifiers that come before a function's name, not names of their own.
+_ATTRIBUTES = re.compile(
+    r"\b(?:__launch_bounds__|__cluster_dims__|__maxnreg__|__attribute__|__declspec|alignas"
+    r"|__align__)\s*\((?:[^()]|\([^()]*\))*\)"
+)
+_CALLED = re.compile(r"(operator\s*\(\s*\)|operator\s*[^\s(]+|~?[A-Za-z_]\w*)\s*\(")
+
+
+def _braced_functions(text: str) -> list[_Span]:
+    """The function bodies of a C-like source: a `{` opens one when the text before it (from
+    the last `;`, `{` or `}`) reads as a function header, not a control statement, a
+    namespace or a type."""
+    text = _LITERALS.sub(lambda m: re.sub(r"[^\n]", " ", m.group()), text)
+    spans: list[_Span] = []
+    open_: list[tuple[str | None, int]] = []
+    header_start, line = 0, 1
+    for mark in re.finditer(r"[{};\n]", text):
+        char = mark.group()
+        if char == "\n":
+            line += 1
+            continue
+        if char == "{":
+            open_.append((_header_name(text[header_start : mark.start()]), line))
+        elif char == "}" and open_:
+            name, first = open_.pop()
+            if name:
+                spans.append((first, line, name))
+        header_start = mark.end()
+    return spans
+
+
+def _header_name(header: str) -> str | None:
+    header = _ATTRIBUTES.sub(" ", re.sub(r"#[^\n]*", " ", header)).strip()
+    if "(" not in header or _SCOPES.match(header):
+        return None
+    called = _CALLED.search(re.sub(r"^template\s*<[^{]*?>\s*", "", header))
+    if called is None or called.group(1) in _CONTROL:
+        return None
+    return re.sub(r"\s+", "", called.group(1))
 
 
 _MAX_SOURCE_BYTES = 64 << 20

@@ -84,7 +84,7 @@ def test_a_helper_frame_is_named_from_its_def_when_the_source_is_found():
         assert chain.notes == (
             "the line table names the kernel itself for frame #0 "
             f"(fixtures/corpus/triton/fused_moe_like.py:{chain.frames[0].line}), an inlined "
-            "frame: named from the def around its line",
+            "frame: named from the function around its line",
         )
 
 

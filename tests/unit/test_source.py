@@ -125,8 +125,52 @@ def test_the_def_around_a_line_of_a_python_source_is_named(tmp_path):
     ]  # fmt: skip
 
 
-def test_a_source_that_is_missing_or_not_python_names_no_def(tmp_path):
-    (tmp_path / "default_program").write_text("__global__ void k(int *p) {\n  p[0] = 1;\n}\n")
+NVRTC_PROGRAM = """// a JIT-compiled program
+#define SQUARE(x) ((x) * (x))
+namespace jit {
+struct Pair { int a; int b; };
+template <typename T>
+__device__ __forceinline__ T load_twice(const T* p) {
+  const char* s = "}{";
+  return p[0] + p[1];
+}
+}  // namespace jit
+
+extern "C" __global__ void __launch_bounds__(256) scale(float* out, const float* in) {
+  auto twice = [&](int i) {
+    return jit::load_twice(in + i);
+  };
+  if (threadIdx.x < 8) {
+    out[threadIdx.x] = twice(threadIdx.x);
+  }
+}
+"""
+
+
+def test_the_function_around_a_line_of_a_cuda_source_is_named(tmp_path):
+    # GIVEN an NVRTC program whose text the user saved under its default name
+    (tmp_path / "default_program").write_text(NVRTC_PROGRAM)
     function_at = function_finder([tmp_path], [])
-    assert function_at("default_program", 2) is None  # an NVRTC program: C++, not read
+    # THEN a line is named after the function body holding it: a lambda, a control block,
+    # a namespace or a struct is no function of its own
+    assert [function_at("default_program", line) for line in (7, 8, 14, 17, 3, 4, 1)] == [
+        "load_twice", "load_twice", "scale", "scale", None, None, None,
+    ]  # fmt: skip
+
+
+def test_a_missing_source_or_a_python_file_that_does_not_parse_names_nothing(tmp_path):
+    (tmp_path / "broken.py").write_text("def f(:\n    pass\n")
+    function_at = function_finder([tmp_path], [])
+    assert function_at("broken.py", 2) is None
     assert function_at("/nowhere/kernels.py", 6) is None
+
+
+def test_an_nvrtc_program_not_found_is_said_not_kept_rather_than_not_found(tmp_path):
+    (quoted_program, quoted_other) = quote(
+        [SourceFrame("default_program", 3), SourceFrame("/build/k.cu", 3)], [tmp_path], []
+    )
+    assert quoted_program.reason == (
+        "not kept: NVRTC compiled it from a string (default_program); pass its text, saved "
+        "as default_program, with --source-dir"
+    )
+    assert quoted_other.reason == "file not found"
