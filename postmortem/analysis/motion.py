@@ -340,9 +340,20 @@ def compare_dumps(
         )  # fmt: skip
     order_of = {m: i for i, m in enumerate(Motion)}
     warps.sort(key=lambda w: (order_of[w.motion], _key_order(_key_of_motion(w))))
+    groups = _groups(warps, hang_groups)
+    # A warp spinning on a flag moves around its loop and is stuck all the same.
+    spinning = sum(
+        g.counts[Motion.MOVED] for g in groups if g.group is not None and g.group.in_polling_loop
+    )
+    if spinning:
+        notes.append(
+            f"{spinning} warp{'s' if spinning != 1 else ''} that moved "
+            f"{'are' if spinning != 1 else 'is'} in a short loop that reads memory in the "
+            "later dump: spinning on a flag nobody writes is as stuck as waiting"
+        )
     return DumpComparison(
         order[0].path, order[1].path, order[2], order[3], process, tuple(warps),
-        _grids(warps, kernels), _groups(warps, hang_groups), compared, tuple(notes),
+        _grids(warps, kernels), groups, compared, tuple(notes),
     )  # fmt: skip
 
 

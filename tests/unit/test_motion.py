@@ -11,6 +11,7 @@ import pytest
 
 from postmortem.analysis.analyze import AnalyzeOptions
 from postmortem.analysis.fault import LocalizeOptions
+from postmortem.analysis.hang import StuckGroup
 from postmortem.analysis.incident import analyze_incident
 from postmortem.analysis.motion import (
     MAX_REGISTER_WARPS,
@@ -97,7 +98,7 @@ def test_a_driver_pattern_name_gives_host_pid_and_time(name, host, pid, time):
 
 
 @pytest.mark.parametrize("name", ["a.nvcudmp", "core.rank0.nvcudmp", "", "core_x.y.z.nvcudmp"])
-def test_a_name_no_pattern_makes_says_nothing(name):
+def test_a_name_no_pattern_matches_says_nothing(name):
     assert parse_dump_name(name) == DumpName(None, None, None, None)
 
 
@@ -210,6 +211,22 @@ def test_warps_that_spin_moved_while_those_at_the_barrier_did_not(tmp_path, read
     barrier = next(g for g in comparison.groups if g.offset == BARRIER)
     assert barrier.counts[Motion.STUCK] == 2 and barrier.blocks == ((1, 0, 0), (2, 0, 0))
     assert comparison.groups[0].counts[Motion.STUCK] == 2
+
+
+def test_warps_that_moved_inside_a_polling_loop_are_noted(tmp_path):
+    before = {1: [_warp(BARRIER, 0), _warp(SPIN, 1)]}
+    after = {1: [_warp(BARRIER, 0), _warp(SPIN + 16, 1)]}
+    a = _hang(tmp_path / "core_n.1.1767225600.nvcudmp", before)
+    b = _hang(tmp_path / "core_n.1.1767225601.nvcudmp", after)
+    ia, ib = _identity(str(a)), _identity(str(b))
+    loop = StuckGroup(0, 9, None, SPIN + 16, 1, 32, 1, None, (), (), None, True)
+    with open_coredump(a) as ca, open_coredump(b) as cb:
+        comparison = compare_dumps(ca, cb, order_pair(ia, ib), same_process(ia, ib), {}, [loop])
+    assert comparison.notes == (
+        "1 warp that moved is in a short loop that reads memory in the later dump: "
+        "spinning on a flag nobody writes is as stuck as waiting",
+    )
+    assert next(g for g in comparison.groups if g.offset == SPIN + 16).group is loop
 
 
 def test_a_warp_whose_registers_changed_moved(tmp_path, reading):
