@@ -42,7 +42,7 @@ from postmortem.analysis.motion import (
     pair_by_process,
     seconds_text,
 )
-from postmortem.analysis.oncall import OnCallSummary, oncall_summary
+from postmortem.analysis.oncall import OnCallSummary, ProblemClass, oncall_summary
 from postmortem.analysis.oncall_evidence import Statement
 from postmortem.analysis.signature import compute_signature, load_rules, signature_input
 from postmortem.coredump.reader import open_coredump
@@ -397,10 +397,14 @@ def _where(group: PcMotion) -> str:
 
 def motion_oncall(oncall: OnCallSummary, comparison: DumpComparison) -> OnCallSummary:
     """An on-call summary with the comparison's next step (instead of asking for a second
-    dump) and, for a hang, a running kernel ruled out."""
+    dump) and, for a hang, a running kernel ruled out. Where one dump found no deadlock
+    pattern (it could not tell a hang from a running kernel), the comparison is its problem
+    and strongest signal too."""
     source = "dump comparison: warp PCs, masks and registers of two dumps"
     stuck = comparison.count(Motion.STUCK)
     gap = _gap(comparison)
+    compared = stuck + comparison.count(Motion.MOVED)
+    unexplained = oncall.problem_class is ProblemClass.HANG
     if not stuck:
         step = Statement(
             f"every warp moved {gap}: the kernel runs; find why it runs this long (an input "
@@ -408,14 +412,30 @@ def motion_oncall(oncall: OnCallSummary, comparison: DumpComparison) -> OnCallSu
             "PCs and registers of a warp in both dumps)",
             source,
         )
-        return replace(oncall, next_step=step)
+        if not unexplained:
+            return replace(oncall, next_step=step)
+        signal = Statement(f"all {compared} warp(s) in both dumps moved {gap}", source)
+        problem = "no exception, and every warp moved between two dumps: a kernel still running"
+        return replace(oncall, problem=problem, strongest_signal=signal, next_step=step)
     # A barrier the stuck warps wait at says more than a loop they spin in.
     places = [g for g in comparison.groups if g.counts[Motion.STUCK]]
     group = next((g for g in places if g.group is not None and g.group.barrier), places[0])
     ruled = Statement(f"not a running kernel: {stuck} warp(s) did not move {gap}", source)
-    return replace(
+    summary = replace(
         oncall, next_step=_stuck_step(group, stuck), ruled_out=(*oncall.ruled_out, ruled)
     )
+    if not unexplained:
+        return summary
+    signal = Statement(
+        f"{stuck} of {compared} warp(s) in both dumps did not move {gap} (PCs, masks and "
+        "registers unchanged)",
+        source,
+    )
+    problem = (
+        "a hang: no exception, and warps that did not move between two dumps, at no deadlock "
+        "pattern these rules know"
+    )
+    return replace(summary, problem=problem, strongest_signal=signal)
 
 
 def _stuck_step(group: PcMotion, stuck: int) -> Statement:

@@ -299,6 +299,12 @@ def test_two_dumps_of_one_hang_name_the_warps_that_did_not_move(tmp_path):
     )
     assert step.source == "dump comparison: 2 warp(s) did not move"
     assert any(s.text.startswith("not a running kernel") for s in incident.oncall.ruled_out)
+    # (no disassembly: one dump finds no deadlock pattern, the comparison settles it)
+    assert incident.oncall.problem.startswith("a hang: no exception, and warps that did not")
+    assert incident.oncall.strongest_signal.text == (
+        "2 of 4 warp(s) in both dumps did not move between dumps 4 s apart (PCs, masks and "
+        "registers unchanged)"
+    )
 
 
 def test_every_warp_moved_is_a_running_kernel(tmp_path):
@@ -310,6 +316,9 @@ def test_every_warp_moved_is_a_running_kernel(tmp_path):
         "a kernel still running: every warp moved between dumps 3 s apart (1 warp)"
     )
     assert "the kernel runs" in incident.oncall.next_step.text
+    assert incident.oncall.problem.endswith(
+        "every warp moved between two dumps: a kernel still running"
+    )
     assert "second dump" not in incident.oncall.next_step.text
 
 
