@@ -59,6 +59,8 @@ class FindingCode(Enum):
     """Every live warp of a block waits on an mbarrier, producer and consumers alike."""
     PIPELINE_STALLED = "pipeline-stalled"
     """Consumers wait on mbarriers and no live warp is left on the producer's path."""
+    COLLECTIVE_WAIT = "collective-wait"
+    """A collective kernel's lanes poll a flag a peer GPU should write."""
     HANG_LIMITED = "hang-limited"
     # Forensics that could not be done in full (analysis/forensics.py).
     FORENSICS_LIMITED = "forensics-limited"

@@ -26,8 +26,10 @@ from dataclasses import dataclass, replace
 from functools import partial
 
 from postmortem.analysis.calls import CallStack, unwind_lane
+from postmortem.analysis.collective import is_collective
 from postmortem.analysis.disassembly import disassemble_function
 from postmortem.analysis.fault import LocalizeOptions
+from postmortem.analysis.flags import collective_finding, loop_load, polled_flags
 from postmortem.analysis.inline import FrameName, NamedChain, line_table_chain, reconcile
 from postmortem.analysis.pipeline import mbarrier_wait, pipeline_findings, role_at
 from postmortem.analysis.source import QuotedLine, quote
@@ -126,6 +128,10 @@ def analyze_hang(
             )
         groups.extend(kernel_groups)
         by_offset = {g.offset: g for g in kernel_groups}
+        if is_collective(kernel) and listing is not None and code is not None:
+            # A collective's split barriers are its protocol: one finding says who polls.
+            findings.append(_collective(core, device, code[0], members, by_offset, listing))
+            continue
         findings.extend(_findings(members, by_offset, kernel))
         if listing is not None:
             where = {offset: _where(offset, by_offset) for offset in by_offset}
@@ -220,6 +226,26 @@ def _lane_at(core: Coredump, sm: SM | None, member: WarpPcs | None, pc: int) -> 
     return None
 
 
+def _collective(
+    core: Coredump,
+    device: int,
+    location: CodeLocation,
+    warps: Sequence[WarpPcs],
+    groups: dict[int, StuckGroup],
+    listing: SassListing,
+) -> Finding:
+    polling = {
+        offset: load
+        for offset, group in groups.items()
+        if group.in_polling_loop
+        and (load := loop_load(listing, offset, polling_loop_start(listing, offset)))
+    }
+    polled = polled_flags(core, device, warps, polling, location.section_address)
+    places = "; ".join(_where(offset, groups) for offset in sorted(polling)) or "no loop"
+    waiting = {(w.block_idx, w.warp_id) for w in warps} - {(p.block_idx, p.warp_id) for p in polled}
+    return collective_finding(groups[next(iter(groups))].kernel, polled, len(waiting), places)
+
+
 def _block_warps(core: Coredump, device: int, grid_id: int) -> int | None:
     grid = core.find_grid(device, grid_id)
     dims = grid.block_dim if grid else None
@@ -272,6 +298,11 @@ def barrier_kind(instruction: SassInstruction | None) -> str | None:
 
 
 def _in_polling_loop(listing: SassListing, offset: int) -> bool:
+    return polling_loop_start(listing, offset) is not None
+
+
+def polling_loop_start(listing: SassListing, offset: int) -> int | None:
+    """The first offset of the short backward loop that holds `offset` and reads memory."""
     labels = {label: i.offset for i in listing.instructions for label in i.labels}
     for branch in listing.instructions:
         if branch.base_opcode not in {"BRA", "JMP"} or branch.offset < offset:
@@ -283,8 +314,8 @@ def _in_polling_loop(listing: SassListing, offset: int) -> bool:
             continue
         body = [i for i in listing.instructions if target <= i.offset <= branch.offset]
         if any(i.base_opcode.startswith("LD") for i in body):
-            return True
-    return False
+            return target
+    return None
 
 
 def _findings(

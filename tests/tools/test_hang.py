@@ -28,6 +28,9 @@ SOURCE = FIXTURES / "cu" / "divergent_barrier.cu"
 SOURCES = {
     "_Z24divergent_barrier_kernelPViPf": SOURCE,
     "_Z16warp_specializedPfPKfi": FIXTURES / "cu" / "named_barrier.cu",
+    "_Z26cross_device_reduce_1stageIfLi8EEvPKPN10all_reduce6SignalES2_PT_PKS5_ii": FIXTURES
+    / "cu"
+    / "all_reduce.cu",
 }
 HANGS = [p for p in dump_paths() if truth_of(p)["hang"]]
 FAULTS = [p for p in dump_paths() if truth_of(p)["fault"] is not None]
