@@ -31,6 +31,9 @@ _UNLAID_SLOTS = 64
 # 128 MiB below one buffer loses to 1 GiB past the end of another.
 _BELOW_REACH = 1 << 20
 _BELOW_PENALTY = 16
+# No buffer spans a terabyte: an address further past a base (a garbage index, a pointer
+# read from freed memory) is not that argument's.
+_ABOVE_REACH = 1 << 40
 # A runner-up is shown when its score is within this factor of the culprit's.
 _CLOSE_CALL = 8
 # Counts an index is compared with: from 2 (a 0 or 1 matches anything) up to 2**31.
@@ -181,7 +184,7 @@ def attribute(
 
 
 def _plausible(distance: int) -> bool:
-    return distance >= 0 or -distance <= _BELOW_REACH
+    return -_BELOW_REACH <= distance <= _ABOVE_REACH
 
 
 def _score(distance: int, index: tuple[str, str] | None) -> tuple[int, int]:

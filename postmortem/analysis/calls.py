@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from postmortem.analysis.inline import FrameName, line_table_chain
+from postmortem.analysis.source import FunctionAt
 from postmortem.codemap import CodeMap
 from postmortem.coredump import Coredump
 from postmortem.cubin.inspect import Function
@@ -92,6 +93,7 @@ def unwind(
     code_map: CodeMap,
     fault: Fault,
     listing: Disassembly | None = None,
+    function_at: FunctionAt | None = None,
 ) -> CallStack | None:
     """The call stack of a faulting lane; None when the fault has no lane row or PC.
 
@@ -101,11 +103,16 @@ def unwind(
     lane, pc = fault.lane_record, fault.error_pc
     if lane is None or pc is None:
         return None
-    return unwind_lane(core, code_map, lane, pc, listing)
+    return unwind_lane(core, code_map, lane, pc, listing, function_at)
 
 
 def unwind_lane(
-    core: Coredump, code_map: CodeMap, lane: Lane, pc: int, listing: Disassembly | None = None
+    core: Coredump,
+    code_map: CodeMap,
+    lane: Lane,
+    pc: int,
+    listing: Disassembly | None = None,
+    function_at: FunctionAt | None = None,
 ) -> CallStack:
     """The call stack of any lane (a stuck warp's, in a hang) whose PC is `pc`."""
     depth = lane.call_depth or 0
@@ -122,7 +129,9 @@ def unwind_lane(
     frames: list[CallFrame] = []
     for level, address in enumerate(addresses[hidden : hidden + MAX_FRAMES]):
         is_return = level + hidden > 0
-        frame, problem = _frame(code_map, lane.device_index, level, address, is_return, listing)
+        frame, problem = _frame(
+            code_map, lane.device_index, level, address, is_return, listing, function_at
+        )
         if problem:
             notes.append(problem)
             if level:
@@ -144,6 +153,7 @@ def _frame(
     address: int,
     is_return: bool,
     listing: Disassembly | None,
+    function_at: FunctionAt | None,
 ) -> tuple[CallFrame, str | None]:
     # A return address is the instruction after the CALL: the call site is the one before.
     at = address - INSTRUCTION_BYTES if is_return else address
@@ -156,7 +166,7 @@ def _frame(
             "lies in no function of the dump's code"
         )
     section_offset = location.offset
-    named = line_table_chain(code_map, location.module, function, section_offset)
+    named = line_table_chain(code_map, location.module, function, section_offset, function_at)
     instruction = _instruction_at(listing, location.section_name, section_offset)
     frame = CallFrame(
         level, address, location.module, function, at - function.address, section_offset,

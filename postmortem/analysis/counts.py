@@ -32,7 +32,8 @@ def count_faults(faults: Iterable[Fault]) -> FaultCounts:
     found = list(faults)
     return FaultCounts(
         records=len(found),
-        lanes=sum(1 for f in found if f.lane is not None),
+        # A warp-row fault names its first valid lane as cuda-gdb does; it did not fault.
+        lanes=sum(1 for f in found if f.lane is not None and not f.lane_chosen),
         warps=len(
             {
                 (f.device_index, f.sm_id, f.block_idx, f.warp_id)

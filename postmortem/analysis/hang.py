@@ -32,7 +32,7 @@ from postmortem.analysis.fault import LocalizeOptions
 from postmortem.analysis.flags import collective_finding, loop_load, polled_flags
 from postmortem.analysis.inline import FrameName, NamedChain, line_table_chain, reconcile
 from postmortem.analysis.pipeline import mbarrier_wait, pipeline_findings, role_at
-from postmortem.analysis.source import QuotedLine, quote
+from postmortem.analysis.source import FunctionAt, QuotedLine, function_finder, quote
 from postmortem.analysis.state import WarpPcs, kernel_code, kernel_of, pc_groups
 from postmortem.codemap import CodeMap
 from postmortem.coredump.reader import Coredump
@@ -120,11 +120,12 @@ def analyze_hang(
         listings.extend([result] if result else [])
         listing = result.listing if result else None
         code = kernel_code(core, code_map, device, grid_id)
-        native = partial(_native, code_map, code) if code else None
+        finder = function_finder(options.source_dirs, options.path_maps)
+        native = partial(_native, code_map, code, finder) if code else None
         kernel_groups = _groups(device, grid_id, kernel, members, listing, options, native)
         if code is not None:
             kernel_groups = _with_calls(
-                core, code_map, device, code[0], kernel_groups, members, result
+                core, code_map, device, code[0], kernel_groups, members, result, finder
             )
         groups.extend(kernel_groups)
         by_offset = {g.offset: g for g in kernel_groups}
@@ -203,6 +204,7 @@ def _with_calls(
     groups: list[StuckGroup],
     warps: Sequence[WarpPcs],
     listing: Disassembly | None,
+    finder: FunctionAt,
 ) -> list[StuckGroup]:
     # One lane per group: the first warp there, its first lane at the group's PC.
     sms = {sm.sm_id: sm for sm in core.sms(core.device(device_index))}
@@ -211,7 +213,7 @@ def _with_calls(
         member = next((w for w in warps if any(o == group.offset for o, _ in w.lanes_at)), None)
         pc = location.section_address + group.offset
         lane = _lane_at(core, sms.get(member.sm_id) if member else None, member, pc)
-        stack = unwind_lane(core, code_map, lane, pc, listing) if lane else None
+        stack = unwind_lane(core, code_map, lane, pc, listing, finder) if lane else None
         found.append(replace(group, calls=stack) if stack and stack.call_depth else group)
     return found
 
@@ -253,13 +255,13 @@ def _block_warps(core: Coredump, device: int, grid_id: int) -> int | None:
 
 
 def _native(
-    code_map: CodeMap, code: tuple[CodeLocation, Function], offset: int
+    code_map: CodeMap, code: tuple[CodeLocation, Function], finder: FunctionAt, offset: int
 ) -> NamedChain | None:
     location, function = code
     # The function holding the PC: a called function's clone, not the kernel around it.
     summary = code_map.summary(location.module)
     inner = summary.find_function(location.section_address + offset) if summary else None
-    return line_table_chain(code_map, location.module, inner or function, offset)
+    return line_table_chain(code_map, location.module, inner or function, offset, finder)
 
 
 def barrier_operands(instruction: SassInstruction | None) -> tuple[int | None, int | None]:

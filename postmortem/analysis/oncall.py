@@ -221,8 +221,9 @@ def _hang_summary(analysis: Analysis) -> OnCallSummary:
             parts.group_guess(analysis, group) if group else None,
             parts.common_ruled_out(analysis, None),
             Statement(
-                "take a second dump a few seconds later (`postmortem trigger --pid PID`) and "
-                "compare: warps whose PCs have not moved are stuck",
+                "take a second dump a few seconds later (`postmortem trigger --pid PID`) and run "
+                "`postmortem analyze FIRST SECOND`: the warps that did not move between them "
+                "are the stuck ones",
                 "hang analysis: no deadlock pattern",
             ),
         )
@@ -263,7 +264,7 @@ def _pattern_step(pattern: Finding) -> Statement:
         return Statement(pattern.remedy, pattern.code.value)
     why = f" ({pattern.caveat})" if pattern.caveat else ""
     return Statement(
-        "take a second dump a few seconds later (`postmortem trigger --pid PID`) and analyze "
-        f"both{why}",
+        "take a second dump a few seconds later (`postmortem trigger --pid PID`) and run "
+        f"`postmortem analyze FIRST SECOND`: the warps that did not move are the stuck ones{why}",
         pattern.code.value,
     )

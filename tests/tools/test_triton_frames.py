@@ -127,3 +127,28 @@ def test_the_chain_files_and_lines_agree_with_nvdisasm():
         assert [(f.file, f.line) for f in chain.frames] == listed if chain else not listed
         inlined += bool(chain and len(chain.frames) > 1)
     assert inlined >= len(_helper_offsets())
+
+
+def _report_of_the_dump(source_dirs):
+    from postmortem.analysis.analyze import AnalyzeOptions, analyze_dump
+    from postmortem.analysis.fault import LocalizeOptions
+    from postmortem.report.context import build_report
+    from tests.tooling import DUMPS
+
+    options = AnalyzeOptions(LocalizeOptions(source_dirs=source_dirs), cuda_gdb=False)
+    return build_report(analyze_dump(DUMPS / "triton_helper_fault.nvcudmp", options))
+
+
+def test_a_fault_in_the_helper_is_reported_in_the_helper(tmp_path, monkeypatch):
+    # GIVEN a dump faulting at a store of write_zeros_to_output, analyzed from elsewhere
+    monkeypatch.chdir(tmp_path)
+    # WHEN the sources are given
+    chain = _report_of_the_dump((FIXTURES.parent,))["sites"][0]["chain"]
+    # THEN the helper's frame is the helper's, named from its `def`
+    assert [(f["line"], f["function"], f["function_source"]) for f in chain] == [
+        (13, "write_zeros_to_output", SOURCE_FILE),
+        (42, "fused_moe_kernel", SYMBOL_TABLE),
+    ]
+    # AND without them it is not named at all, never after the kernel
+    bare = _report_of_the_dump(())["sites"][0]["chain"]
+    assert [f["function"] for f in bare] == [None, "fused_moe_kernel"]

@@ -62,7 +62,12 @@ def test_a_warp_row_fault_names_the_first_valid_lane_in_the_report(tmp_path):
     assert (first["source"], first["block"], first["warp"]) == ("warp", [5, 0, 0], 2)
     assert (first["lane"], first["thread"]) == (0, [64, 0, 0])
     text = render("analyze", report, "text")
-    assert "first: block (5,0,0) thread (64,0,0), device 0 sm 3 warp 2 lane 0" in text
+    assert (
+        "reported by the warp row: block (5,0,0) thread (64,0,0) (its first valid lane, as "
+        "cuda-gdb names it; no lane row records the exception), device 0 sm 3 warp 2 lane 0"
+    ) in text
+    # AND it is not counted as a faulting lane
+    assert site["census"]["lanes"] == 0
     # AND the report says that lane was chosen, not recorded faulting
     assert (
         "the fault is recorded on the warp row, not on a lane: lane 0 (thread (64,0,0)) of "
