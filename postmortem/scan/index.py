@@ -157,11 +157,6 @@ def summary_view(result: ScanResult) -> dict[str, Any]:
         "found": result.found, "left_out": result.left_out, "interrupted": result.interrupted,
         "cache_hits": result.cache_hits, "seconds": round(result.seconds, 3),
         "gpus": [gpu_view(gpu) for gpu in result.gpus],
-        "history": None if result.history is None else {
-            "scan": result.history.number, "quiet_days": QUIET_DAYS,
-            "previous_scan_iso": None if result.history.previous_ns is None
-            else utc_text(result.history.previous_ns / 1e9),
-        },
     }  # fmt: skip
 
 
@@ -174,6 +169,16 @@ def build_index(result: ScanResult, base: Path | None = None) -> dict[str, Any]:
     kinds = Counter(gpu.blame.kind for gpu in result.gpus)
     return {
         "summary": summary_view(result),
+        # for the text, Markdown and HTML indexes only: a re-scan's JSON lines stay the same
+        "history": None
+        if result.history is None
+        else {
+            "scan": result.history.number,
+            "quiet_days": QUIET_DAYS,
+            "previous_scan_iso": None
+            if result.history.previous_ns is None
+            else utc_text(result.history.previous_ns / 1e9),
+        },
         "fleet": {
             "gpus": len(result.gpus),
             "kinds": [{"kind": kind, "count": kinds[kind]} for kind in _KINDS if kinds[kind]],

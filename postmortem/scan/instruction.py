@@ -8,9 +8,11 @@ the module's image with its load addresses taken out (`rebase_to_zero`: the same
 loaded at another address is the same key), the function's name, and the nvdisasm (path,
 version) and time limit used. An outcome is remembered in the worker's memory and, with a
 cache, in the scan cache's ``code`` table, where every worker of this scan and of later ones
-finds it. A worker claims a key before running nvdisasm; another that finds the claim leaves
-the instruction to the scan, which fills it in from the table once the workers are done
-(`fill_instructions`).
+finds it. A worker claims a key before running nvdisasm; another that needs the same key
+waits for the outcome (its own time limit still applies), and takes the claim over when the
+claiming process is gone (killed for its time limit). A row that still lacks its
+instruction (a scan interrupted meanwhile) has it filled in from the table at the end of the
+scan (`fill_instructions`).
 """
 
 from __future__ import annotations
@@ -41,11 +43,14 @@ create table if not exists code (
     recorded_ns integer not null
 )
 """
-"""The ``code`` table of the scan cache: key → "pending" (claimed) or "done" with its
-outcome as JSON: ``{"listing": [[offset, text], ...]}`` or ``{"refused": message}``."""
+"""The ``code`` table of the scan cache: key → "pending" (claimed; the outcome holds the
+claiming process's id) or "done" with its outcome as JSON: ``{"listing": [[offset, text],
+...]}`` or ``{"refused": message}``."""
 
-# A claim older than this was left by a worker that was killed: it may be taken over.
+# A claim older than this is taken over even when its process seems alive (another
+# machine's process id, or one reused).
 _STALE_CLAIM_NS = 600 * 1_000_000_000
+_POLL_S = 0.02
 _MEMORY_MAX = 512
 
 
@@ -100,9 +105,10 @@ class InstructionMemo:
             return None, None, "nvdisasm not found"
         key = code_key(code_map.image_bytes(site.module), site.function.name, tool)
         outcome = self._find(key)
+        while outcome is None and not self._claim(key):
+            time.sleep(_POLL_S)  # another worker is on it
+            outcome = self._find(key)
         if outcome is None:
-            if not self._claim(key):
-                return key, None, None
             outcome = self._work_out(core, code_map, site, location.section_address, options)
             if outcome is None:  # a failure to retry (no nvdisasm): nothing remembered
                 self._release(key)
@@ -177,18 +183,24 @@ class InstructionMemo:
         db = self._connect()
         if db is None:
             return True
-        now = time.time_ns()
+        now, me = time.time_ns(), str(os.getpid())
         try:
             with db:
                 taken = db.execute(
-                    "insert or ignore into code values (?, 'pending', '', ?)", (key, now)
+                    "insert or ignore into code values (?, 'pending', ?, ?)", (key, me, now)
                 ).rowcount
-                if not taken:  # a claim left by a killed worker is taken over
-                    taken = db.execute(
-                        "update code set recorded_ns = ? "
-                        "where key = ? and state = 'pending' and recorded_ns < ?",
-                        (now, key, now - _STALE_CLAIM_NS),
-                    ).rowcount
+                found = db.execute(
+                    "select state, outcome, recorded_ns from code where key = ?", (key,)
+                ).fetchone()
+                if not taken and found is not None and found[0] == "pending":
+                    owner, since = found[1], found[2]
+                    if owner == me or not _alive(owner) or since < now - _STALE_CLAIM_NS:
+                        # a claim left by a killed worker: taken over, unless another took it
+                        taken = db.execute(
+                            "update code set outcome = ?, recorded_ns = ? "
+                            "where key = ? and state = 'pending' and outcome = ?",
+                            (me, now, key, owner),
+                        ).rowcount
         except sqlite3.Error:
             return True
         return bool(taken)
@@ -213,6 +225,16 @@ class InstructionMemo:
         if len(self._memory) >= _MEMORY_MAX:
             self._memory.pop(next(iter(self._memory)))
         self._memory[key] = outcome
+
+
+def _alive(pid_text: str) -> bool:
+    try:
+        os.kill(int(pid_text), 0)
+    except (ValueError, ProcessLookupError):
+        return False
+    except PermissionError:  # someone else's process
+        return True
+    return True
 
 
 def code_key(image: bytes, function: str, tool: str) -> str:

@@ -9,6 +9,7 @@ runs: a real tool run (nothing is mocked), of a tool whose every answer is a ref
 from __future__ import annotations
 
 import sqlite3
+import subprocess
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -124,3 +125,27 @@ def test_the_code_table_lives_in_the_scan_cache(tmp_path, refusing_nvdisasm):
     with sqlite3.connect(cache) as db:
         states = db.execute("select state, outcome from code").fetchall()
     assert len(states) == 1 and states[0][0] == "done" and "refused" in states[0][1]
+
+
+def test_a_claim_left_by_a_killed_worker_is_taken_over(tmp_path, refusing_nvdisasm):
+    # GIVEN a cache whose code table holds a claim by a process that is gone
+    tool, log = refusing_nvdisasm
+    _fleet(tmp_path / "dumps", 1)
+    cache = tmp_path / "cache.sqlite"
+    run_scan([tmp_path / "dumps"], _options(tool, cache))
+    dead = _dead_pid()
+    with sqlite3.connect(cache) as db:
+        db.execute("update code set state = 'pending', outcome = ?", (str(dead),))
+    runs = _runs(log)
+    # WHEN a new dump of the same function is scanned
+    _fleet(tmp_path / "more", 1)
+    result = run_scan([tmp_path / "more"], _options(tool, cache))
+    # THEN the claim was taken over: nvdisasm ran again, and the row has the outcome
+    assert _runs(log) > runs
+    assert "refused for the test" in (result.rows[0].instruction_note or "")
+
+
+def _dead_pid() -> int:
+    child = subprocess.Popen(["true"])  # noqa: S607
+    child.wait()
+    return child.pid
