@@ -90,31 +90,31 @@ class InstructionMemo:
 
     def row_facts(
         self, core: Coredump, code_map: CodeMap, site: FaultSite, options: ToolOptions
-    ) -> tuple[str | None, str | None, str | None]:
-        """(code key, instruction text, why there is none) for the site's PC.
-
-        The text is None with no reason when another worker is working the key out.
-        """
+    ) -> tuple[str | None, str | None, str | None, bool]:
+        """(code key, instruction text, why there is none, whether a later scan should try
+        again: nvdisasm timed out or was killed) for the site's PC."""
         if site.module is None or site.function is None or site.offset is None:
-            return None, None, None
+            return None, None, None, False
         location = site.faults[0].location if site.faults else None
         if location is None:
-            return None, None, None
+            return None, None, None, False
         tool = self._tool_identity(options)
-        if tool is None:
-            return None, None, "nvdisasm not found"
+        if tool is None:  # the scan's settings name the nvdisasm found: none, here
+            return None, None, "nvdisasm not found", False
         key = code_key(code_map.image_bytes(site.module), site.function.name, tool)
         outcome = self._find(key)
         while outcome is None and not self._claim(key):
             time.sleep(_POLL_S)  # another worker is on it
             outcome = self._find(key)
         if outcome is None:
-            outcome = self._work_out(core, code_map, site, location.section_address, options)
-            if outcome is None:  # a failure to retry (no nvdisasm): nothing remembered
+            outcome, failure = self._work_out(
+                core, code_map, site, location.section_address, options
+            )
+            if outcome is None:  # no nvdisasm, or it timed out: nothing remembered
                 self._release(key)
-                return key, None, "nvdisasm could not run"
+                return key, None, failure, True
             self._store(key, outcome)
-        return key, outcome.at(site.offset), outcome.refused
+        return key, outcome.at(site.offset), outcome.refused, False
 
     def _tool_identity(self, options: ToolOptions) -> str | None:
         if self._tool is None:
@@ -132,7 +132,10 @@ class InstructionMemo:
         site: FaultSite,
         section_address: int,
         options: ToolOptions,
-    ) -> Outcome | None:
+    ) -> tuple[Outcome | None, str]:
+        """The outcome to remember (a listing, or every copy of the image refused), or none
+        and why: no nvdisasm, or one that timed out or was killed, which a later dump may
+        try again."""
         assert site.module is not None and site.function is not None
         self.runs += 1
         result, note = disassemble_function(
@@ -140,10 +143,13 @@ class InstructionMemo:
         )
         if result is not None:
             listing = {i.offset: i.text for i in result.listing.instructions}
-            return Outcome(listing, None)
-        if note is None or note.code is FindingCode.NVDISASM_MISSING:
-            return None
-        return Outcome(None, note.message)
+            return Outcome(listing, None), ""
+        if note is None:
+            return None, "nvdisasm gave no listing"
+        # a refusal lists each copy of the image refused; a timeout has nothing to list
+        if note.code is FindingCode.NVDISASM_MISSING or not note.evidence:
+            return None, note.message
+        return Outcome(None, note.message), ""
 
     def _connect(self) -> sqlite3.Connection | None:
         if self._db is None and self._database is not None:

@@ -34,6 +34,8 @@ class AtPc:
     code_key: str | None = None
     instruction: str | None = None
     note: str | None = None
+    retry: bool = False
+    """nvdisasm timed out or was killed: the row is not cached, so a later scan tries again."""
 
 
 def lean_analysis(

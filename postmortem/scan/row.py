@@ -70,7 +70,8 @@ class DumpRow:
     cached: bool = False
     """True when this row came from the cache instead of a fresh analysis."""
     degraded: bool = False
-    """True when nvdisasm was missing or failed for it: a later scan analyzes it again."""
+    """True when nvdisasm was missing or failed for it (in a signature scan: timed out or
+    was killed working out its instruction): a later scan analyzes it again."""
     fingerprint: str | None = None
     """The content fingerprint of the dump (`postmortem.scan.fingerprint`); None when the
     file could not be read."""

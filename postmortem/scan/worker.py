@@ -108,7 +108,7 @@ def scan_dump(path: Path, options: WorkOptions, name: str | None = None) -> Dump
             row = _row(shown, _named(found, shown), info, names, options)
             row = replace(
                 row, code_key=at_pc.code_key, instruction=at_pc.instruction,
-                instruction_note=at_pc.note,
+                instruction_note=at_pc.note, degraded=at_pc.retry,
             )  # fmt: skip
         else:
             analysis = _named(analyze_dump(path, options.analyze), shown)

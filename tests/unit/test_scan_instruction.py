@@ -149,3 +149,33 @@ def _dead_pid() -> int:
     child = subprocess.Popen(["true"])  # noqa: S607
     child.wait()
     return child.pid
+
+
+def test_a_timed_out_nvdisasm_is_not_remembered(tmp_path):
+    # GIVEN an nvdisasm that outlasts its time limit (the dump's own limit is far off)
+    log = tmp_path / "runs.log"
+    slow = tmp_path / "nvdisasm"
+    slow.write_text(
+        "#!/bin/sh\n"
+        'if [ "$1" = "--version" ]; then echo "release 13.0, V13.0.88"; exit 0; fi\n'
+        f'echo run >> "{log}"\nsleep 5\n'
+    )
+    slow.chmod(0o755)
+    _fleet(tmp_path / "dumps", 1)
+    cache = tmp_path / "cache.sqlite"
+    localize = LocalizeOptions(nvdisasm=slow, timeout=0.3)
+    work = WorkOptions(AnalyzeOptions(localize, cuda_gdb=False), load_rules())
+    options = ScanOptions(work, jobs=1, cache_path=cache, timeout_s=60)
+    # WHEN the dump is scanned twice with the same cache
+    first = run_scan([tmp_path / "dumps"], options)
+    again = run_scan([tmp_path / "dumps"], options)
+    # THEN each row says nvdisasm failed, and neither the failure nor the row was kept: it
+    # ran both times
+    assert again.cache_hits == 0
+    for result in (first, again):
+        (row,) = result.rows
+        assert row.status == "ok" and row.instruction is None
+        assert row.instruction_note and row.instruction_note.startswith("nvdisasm failed")
+    assert _runs(log) == 2
+    with sqlite3.connect(cache) as db:
+        assert db.execute("select count(*) from code").fetchone()[0] == 0
