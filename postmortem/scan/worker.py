@@ -113,6 +113,9 @@ def scan_dump(path: Path, options: WorkOptions, name: str | None = None) -> Dump
         else:
             analysis = _named(analyze_dump(path, options.analyze), shown)
             row = _with_outputs(_row(shown, analysis, info, names, options), analysis, options)
+            site = analysis.sites[0] if analysis.sites else None
+            if site is not None and site.instruction is not None:
+                row = replace(row, instruction=site.instruction.text)
     except PostmortemError as error:
         # Our errors start with the path; the row already names it.
         message = _oneline(error).removeprefix(f"{path}: ")

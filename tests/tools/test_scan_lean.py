@@ -41,3 +41,11 @@ def test_the_instruction_at_the_pc_is_the_full_analysis_s(path):
     _, at_pc = lean_analysis(path, options, InstructionMemo(None))
     expected = site.instruction.text if site and site.instruction else None
     assert at_pc.instruction == expected
+
+
+@pytest.mark.parametrize("path", DUMPS[:6], ids=[p.name for p in DUMPS[:6]])
+def test_a_full_row_has_the_instruction_a_lean_row_has(path):
+    require_tool("nvdisasm")
+    lean_options = WorkOptions(AnalyzeOptions(cuda_gdb=False), load_rules())
+    full = scan_dump(path, replace(lean_options, full_analysis=True))
+    assert full.instruction == scan_dump(path, lean_options).instruction
