@@ -84,7 +84,8 @@ class InstructionMemo:
         self._database = database
         self._db: sqlite3.Connection | None = None
         self._memory: dict[str, Outcome] = {}
-        self._tool: str | None = None
+        self._tools: dict[tuple[str, float], str] = {}
+        """(the nvdisasm asked for, its time limit) → the identity in the code keys."""
         self.runs = 0
         """Functions this worker disassembled (outcomes it did not find remembered)."""
 
@@ -117,13 +118,14 @@ class InstructionMemo:
         return key, outcome.at(site.offset), outcome.refused, False
 
     def _tool_identity(self, options: ToolOptions) -> str | None:
-        if self._tool is None:
+        asked = (str(options.nvdisasm), options.timeout)
+        if asked not in self._tools:
             try:
                 path = find_tool("nvdisasm", options.nvdisasm)
             except ToolNotFound:
                 return None
-            self._tool = f"{path}|{tool_version(path)}|{options.timeout:g}"
-        return self._tool
+            self._tools[asked] = f"{path}|{tool_version(path)}|{options.timeout:g}"
+        return self._tools[asked]
 
     def _work_out(
         self,
