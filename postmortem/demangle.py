@@ -234,7 +234,7 @@ def collapse_templates(name: str) -> str:
 
 
 WRAPPERS = (
-    "cutlass::device_kernel",
+    "*::device_kernel",
     "cutlass::Kernel",
     "cutlass::Kernel2",
     "flash::enable_sm80_to_sm89",
@@ -243,7 +243,8 @@ WRAPPERS = (
 )
 """Kernel templates whose identity is their first template argument: every CUTLASS 2.x
 (`Kernel`, `Kernel2`) and 3.x (`device_kernel`) GEMM, and FlashAttention-3's architecture
-guards, are launched as `wrapper<Operator>`, so that `wrapper<…>` names none of them."""
+guards, are launched as `wrapper<Operator>`, so that `wrapper<…>` names none of them.
+`*::name` is `name` in any namespace: projects vendor CUTLASS's `device_kernel` under their own."""
 
 SHORT_NAME_LIMIT = 120
 """The longest `short_name`, in characters."""
@@ -264,6 +265,19 @@ def short_name(name: str, limit: int = SHORT_NAME_LIMIT) -> str:
     return _bounded(JOIN.join(_short_part(part) for part in parts), limit)
 
 
+HEADING_FULL_NAME = 100
+"""A demangled name up to this long is shown whole in headings: parameters tell overloads
+apart, and only production templates run to thousands of characters."""
+
+
+def heading_name(name: str) -> str:
+    """The name headings, tables and one-line summaries show: the demangled name when it is
+    short (`HEADING_FULL_NAME`), else `short_name` of it without return type and parameters
+    (``cutlass::device_kernel<flash::enable_sm90_or_later<flash::FlashAttnFwdSm90<…> > >``)."""
+    full = demangle(name)
+    return full if len(full) <= HEADING_FULL_NAME else short_name(without_parameters(full))
+
+
 def _short_part(text: str) -> str:
     shown = _wrapped(without_parameters(text))
     return collapse_templates(text) if shown is None else shown
@@ -271,9 +285,10 @@ def _short_part(text: str) -> str:
 
 def _wrapped(text: str) -> str | None:
     # `wrapper<identity<…>>` when `text` is a whole `wrapper<…>` of WRAPPERS, else None.
-    for wrapper in WRAPPERS:
-        start = len(wrapper)
-        if not (text.startswith(wrapper + "<") and _closing(text, start) == len(text) - 1):
+    for pattern in WRAPPERS:
+        wrapper = _wrapper_at(text, pattern)
+        start = len(wrapper) if wrapper else 0
+        if not wrapper or _closing(text, start) != len(text) - 1:
             continue
         arguments = _arguments(text[start + 1 : -1])
         identity = arguments[0].strip()
@@ -281,6 +296,17 @@ def _wrapped(text: str) -> str | None:
         inner += ", …" if len(arguments) > 1 else ""
         return f"{wrapper}<{inner}{' >' if inner.endswith('>') else '>'}"
     return None
+
+
+def _wrapper_at(text: str, pattern: str) -> str | None:
+    # `*::name` matches `name` in any namespace (vendored copies of CUTLASS rename theirs).
+    head = text.split("<", 1)[0]
+    if not text.startswith(head + "<"):
+        return None
+    if pattern.startswith("*::"):
+        name = pattern[3:]
+        return head if head == name or head.endswith("::" + name) else None
+    return head if head == pattern else None
 
 
 def _closing(text: str, start: int) -> int | None:
@@ -346,6 +372,21 @@ def normalize_name(name: str) -> str:
     text = demangle(name) if name.startswith("_Z") else name
     text = _drop_parameters(text.rpartition(JOIN)[2].strip())
     return _after_last(_collapse(text, ""), " ")
+
+
+def normalize_kernel(name: str) -> str:
+    """`normalize_name` that keeps a wrapper kernel's identity (`WRAPPERS`), normalized in
+    turn: ``cutlass::device_kernel<cutlass::gemm::kernel::GemmUniversal<>>`` and
+    ``cutlass::device_kernel<flash::enable_sm90_or_later<flash::FlashAttnFwdSm90<>>>`` are
+    different kernels, where `normalize_name` gives both ``cutlass::device_kernel<>``."""
+    text = demangle(name) if name.startswith("_Z") else name
+    text = _after_last(without_parameters(text.rpartition(JOIN)[2].strip()), " ")
+    for pattern in WRAPPERS:
+        wrapper = _wrapper_at(text, pattern)
+        if wrapper and _closing(text, len(wrapper)) == len(text) - 1:
+            identity = _arguments(text[len(wrapper) + 1 : -1])[0].strip()
+            return f"{wrapper}<{normalize_kernel(identity)}>"
+    return normalize_name(text)
 
 
 def base_name(name: str) -> str:

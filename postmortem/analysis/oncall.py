@@ -23,7 +23,7 @@ from postmortem.analysis.hang import StuckGroup
 from postmortem.analysis.oncall_evidence import NATIVE, BestGuess, Statement
 from postmortem.analysis.state import KernelState
 from postmortem.analysis.verdict import site_title
-from postmortem.demangle import base_name, collapse_templates, demangle
+from postmortem.demangle import base_name, collapse_templates, heading_name
 from postmortem.findings import Finding, FindingCode
 from postmortem.model import FaultSource
 from postmortem.salvage import lost_rows
@@ -183,7 +183,7 @@ def _collective_summary(analysis: Analysis, live: Sequence[KernelState]) -> OnCa
     warps = sum(k.warps for k in live)
     kernel = live[0].kernel or ""
     guess = BestGuess(
-        Statement(f"{demangle(kernel)} (a collective: it waits for its peers)", NATIVE),
+        Statement(f"{heading_name(kernel)} (a collective: it waits for its peers)", NATIVE),
         None, None, None, None,
         ("the cause: this GPU waits in a collective; the GPU that failed is in another "
          "rank's dump",),

@@ -16,7 +16,7 @@ from postmortem.analysis.opclass import MEMORY_EXCEPTIONS, is_memory_access
 from postmortem.analysis.provenance import BuildInfo
 from postmortem.analysis.source import QuotedLine
 from postmortem.cubin.sass import SourceFrame
-from postmortem.demangle import demangle, without_parameters
+from postmortem.demangle import demangle, heading_name, without_parameters
 from postmortem.findings import Finding, FindingCode, Severity
 from postmortem.salvage import lost_rows
 
@@ -100,7 +100,7 @@ def _kernel_statement(site: FaultSite) -> Statement:
     called = _called_statement(site.calls, f"{NATIVE}: error PC") if site.calls else None
     if called is None:
         where = f" at +0x{site.offset:x}" if site.offset is not None else ""
-        return Statement(f"{site.function.demangled}{where}", f"{NATIVE}: error PC")
+        return Statement(f"{heading_name(site.function.name)}{where}", f"{NATIVE}: error PC")
     return called
 
 
@@ -110,12 +110,14 @@ def _called_statement(stack: CallStack, basis: str) -> Statement | None:
     if inner is None or inner.function is None or inner.offset is None:
         return None
     callers = " <- ".join(
-        without_parameters(f.function.demangled) + (f" ({f.chain[0].file}:{f.chain[0].line})"
+        heading_name(without_parameters(f.function.demangled))
+        + (f" ({f.chain[0].file}:{f.chain[0].line})"
                                                     if f.chain else "")
         for f in frames[1:] if f.function is not None
     )  # fmt: skip
     return Statement(
-        f"{inner.function.demangled} at +0x{inner.offset:x}, called from {callers}",
+        f"{heading_name(without_parameters(inner.function.demangled))} at +0x{inner.offset:x}, "
+        f"called from {callers}",
         f"{basis} and the lane's backtrace rows",
     )
 
@@ -125,7 +127,7 @@ def group_guess(analysis: Analysis, group: StuckGroup | None) -> BestGuess | Non
     if group is None:
         return None
     unknown: list[str] = []
-    name = demangle(group.kernel) if group.kernel else "an unknown kernel"
+    name = heading_name(group.kernel) if group.kernel else "an unknown kernel"
     kernel = Statement(f"{name} at +0x{group.offset:x}", f"{NATIVE}: warp PCs")
     if group.calls is not None and group.calls.is_called:
         kernel = _called_statement(group.calls, f"{NATIVE}: warp PCs") or kernel
@@ -142,7 +144,11 @@ def group_guess(analysis: Analysis, group: StuckGroup | None) -> BestGuess | Non
 
 def group_signal(group: StuckGroup) -> Statement:
     """The most populous stuck group, as a signal."""
-    kernel = without_parameters(demangle(group.kernel)) if group.kernel else "an unknown kernel"
+    kernel = (
+        heading_name(without_parameters(demangle(group.kernel)))
+        if group.kernel
+        else "an unknown kernel"
+    )
     what = f": {group.instruction.text}" if group.instruction else ""
     return Statement(
         f"{group.lanes} lanes in {group.warps} warp{'s' if group.warps != 1 else ''} of "
@@ -210,7 +216,7 @@ def _chain_guess(
         unknown.append(no_chain)
         return None, None
     top, name = chain[0], names[0] if names else None
-    function = f" in {name.demangled}" if name else ""
+    function = f" in {heading_name(name.demangled)}" if name else ""
     frame = Statement(f"{top.file}:{top.line}{function}", name.source if name else "line table")
     quote = quoted[0] if quoted else None
     if quote is None or quote.text is None:
@@ -386,7 +392,7 @@ def localized_step(site: FaultSite, is_assert: bool) -> Statement | None:
         return None
     top = site.chain[0]
     name = site.frame_names[0] if site.frame_names else None
-    function = f" in {without_parameters(name.demangled)}" if name else ""
+    function = f" in {heading_name(without_parameters(name.demangled))}" if name else ""
     fx = site.forensics
     culprit = fx.arguments.culprit if fx and fx.arguments else None
     reached = f": the faulting access there reached {culprit.relation}" if culprit else ""

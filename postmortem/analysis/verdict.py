@@ -9,6 +9,7 @@ from enum import Enum
 from postmortem.analysis.fault import FaultSite
 from postmortem.analysis.hang import HangAnalysis
 from postmortem.analysis.state import KernelState
+from postmortem.demangle import heading_name
 from postmortem.findings import Severity
 from postmortem.model import FaultSource, describe_exception
 
@@ -79,6 +80,6 @@ def decide(
             "no exception recorded: every warp was live (a hang or a user-triggered dump)",
         )
     first = sites[0]
-    kernel = first.function.demangled if first.function else "an unknown function"
+    kernel = heading_name(first.function.name) if first.function else "an unknown function"
     where = f" at {first.location}" if first.location else ""
     return Verdict(VerdictKind.FAULT, f"{site_title(first)} in {kernel}{where}", len(sites))

@@ -22,7 +22,7 @@ from postmortem.analysis.oncall import oncall_summary
 from postmortem.analysis.provenance import ToolUse
 from postmortem.analysis.state import KernelState
 from postmortem.analysis.verdict import Verdict, VerdictKind
-from postmortem.demangle import demangle
+from postmortem.demangle import demangle, heading_name, without_parameters
 from postmortem.findings import Finding
 from postmortem.model import Fault, FaultSource
 from postmortem.report.calls import calls_json
@@ -61,7 +61,7 @@ def build_report(analysis: Analysis) -> Json:
         "metadata": _metadata(summary),
         "hang": _hang(analysis.hang),
         "census": census_json(analysis.census),
-        "builds": builds_json(analysis.builds),
+        "builds": builds_json(analysis.builds, _ran(analysis)),
         "crosscheck": _crosscheck(analysis.crosscheck, analysis.gdb_note),
         "provenance": _provenance(analysis.provenance),
         "host": host_json(analysis.host),
@@ -91,6 +91,7 @@ def _hang(hang: HangAnalysis | None) -> Json | None:
                 "chain": [
                     {"depth": d, "file": q.frame.file, "line": q.frame.line, "source": q.text,
                      "missing": q.reason, "function": name.demangled if name else None,
+                     "function_brief": heading_name(name.demangled) if name else None,
                      "function_mangled": name.function if name else None,
                      "function_source": name.source if name else None}
                     for d, (q, name) in enumerate(
@@ -160,6 +161,7 @@ def _site(site: FaultSite) -> Json:
         "offset": site.offset,
         "offset_hex": hex_or_none(site.offset),
         "location": site.location,
+        "location_brief": _location_brief(site),
         "calls": calls_json(site.calls),
         "driver_says": next((f.detail for f in site.faults if f.detail), None),
         "census": counts_json(count_faults(site.faults)),
@@ -179,6 +181,7 @@ def _site(site: FaultSite) -> Json:
                 "found_at": None if q.path is None else str(q.path),
                 "missing": q.reason,
                 "function": name.demangled if name else None,
+                "function_brief": heading_name(name.demangled) if name else None,
                 "function_mangled": name.function if name else None,
                 "function_source": name.source if name else None,
             }
@@ -187,6 +190,22 @@ def _site(site: FaultSite) -> Json:
         "forensics": forensics_json(site.forensics),
         "diagnoses": [_diagnosis(d) for d in site.diagnoses],
     }
+
+
+def _ran(analysis: Analysis) -> set[str]:
+    """The kernels the dump shows running: launched, or holding a fault."""
+    ran = {x.kernel for x in analysis.summary.launches if x.kernel}
+    return ran | {s.function.name for s in analysis.sites if s.function}
+
+
+def _location_brief(site: FaultSite) -> str | None:
+    """`location` with the bounded heading name: a CUTLASS kernel's is thousands long."""
+    function = site.innermost
+    frames = site.calls.frames if site.calls and site.calls.is_called else ()
+    offset = frames[0].offset if frames else site.offset
+    if function is None or offset is None:
+        return None
+    return f"{heading_name(without_parameters(function.demangled))}+0x{offset:x}"
 
 
 def _diagnosis(d: Finding) -> Json:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import struct
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 from postmortem.analysis.address import AddressSpread
 from postmortem.analysis.arguments import KernelArgument, KernelArguments
@@ -177,15 +177,18 @@ def census_json(rows: Sequence[CensusRow]) -> list[Json]:
     ]
 
 
-def builds_json(builds: Sequence[BuildInfo]) -> list[Json]:
-    """How each module that matters was built."""
+def builds_json(builds: Sequence[BuildInfo], ran: Collection[str] = ()) -> list[Json]:
+    """How each module that matters was built; its kernels that `ran` (were launched or
+    faulted) first, so a heading can name them and count the rest of a 300-kernel module."""
     found = []
     for build in builds:
         toolkit = build.toolkit
+        kernels = sorted(build.kernels, key=lambda k: k not in ran)
         found.append(
             {
                 "module_handle": hex_or_none(build.module_handle),
-                "kernels": [kernel_json(k) for k in build.kernels],
+                "kernels": [kernel_json(k) for k in kernels],
+                "kernels_ran": sum(1 for k in kernels if k in ran),
                 "elf_abi_version": build.abi_version,
                 "sm_arch": toolkit.arch_name(build.sm_arch) if toolkit else f"sm_{build.sm_arch}",
                 "tool": toolkit.tool_name if toolkit else None,

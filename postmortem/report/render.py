@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import html
 import re
+import textwrap
 from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -244,4 +245,37 @@ def render(kind: Kind, data: Any, fmt: str, *, color: bool = False, verbose: boo
     text = fmt == "text"
     template = _environment(text, color and text).get_template(_TEMPLATES[kind][fmt])
     lanes_shown = 1 << 31 if verbose else LANES_SHOWN.get(fmt, 0)
-    return template.render({_DATA_NAME[kind]: data, "lanes_shown": lanes_shown})
+    shown = template.render({_DATA_NAME[kind]: data, "lanes_shown": lanes_shown})
+    return fold_lines(shown) if text and kind in _FOLDED else shown
+
+
+TEXT_WIDTH = 200
+"""No line of a text report is longer: a terminal shows it whole."""
+_FOLD_TO = 160
+_FOLDED = frozenset({"analyze", "incident"})
+_LABEL = re.compile(r"^(\s*(?:[a-z][a-z ,?-]*:\s+)?)")
+
+
+def fold_lines(text: str, width: int = TEXT_WIDTH) -> str:
+    """Each line longer than `width` folded at spaces to lines of at most `_FOLD_TO`, the
+    continuation aligned under the value of a `label:   value` line (else indented further);
+    a run with no space (a 5,000-character name has few) is cut."""
+    out = []
+    for line in text.split("\n"):
+        if len(line) <= width:
+            out.append(line)
+            continue
+        head = _LABEL.match(line)
+        indent = " " * (len(head.group(1)) if head and head.group(1).strip() else
+                        len(line) - len(line.lstrip()) + 4)  # fmt: skip
+        out.extend(
+            textwrap.wrap(
+                line,
+                _FOLD_TO,
+                subsequent_indent=indent,
+                break_on_hyphens=False,
+                drop_whitespace=True,
+            )  # fmt: skip
+            or [line]
+        )
+    return "\n".join(out)

@@ -8,7 +8,7 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import Any
 
-from postmortem.demangle import demangle, without_parameters
+from postmortem.demangle import demangle, heading_name, without_parameters
 from postmortem.model import Dim3, describe_exception
 from postmortem.spelling import dim3_text, size_text
 
@@ -60,11 +60,18 @@ def utc_text(seconds: float) -> str:
 
 
 def kernel_json(mangled: str | None) -> Json | None:
-    """A kernel's mangled, demangled and short (parameters dropped) names."""
+    """A kernel's mangled, demangled and short (parameters dropped) names, and the bounded
+    one headings show (a wrapper kernel's identity kept)."""
     if mangled is None:
         return None
     full = demangle(mangled)
-    return {"mangled": mangled, "demangled": full, "short": without_parameters(full)}
+    return {
+        "mangled": mangled,
+        "demangled": full,
+        "short": without_parameters(full),
+        "brief": heading_name(without_parameters(full)),
+        "heading": heading_name(full),
+    }
 
 
 def exception_json(code: int | None) -> Json | None:

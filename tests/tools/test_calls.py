@@ -83,7 +83,7 @@ def test_location_best_guess_and_signature_name_the_called_function():
     assert (signature.function, signature.offset) == ("calls::write_slot", offset)
     report = build_report(analysis)
     guess = report["oncall"]["best_guess"]["kernel"]["text"]
-    assert guess.startswith(f"calls::write_slot(float*, int, float) at +0x{offset:x}, called from")
+    assert guess.startswith(f"calls::write_slot at +0x{offset:x}, called from")
     assert "calls::scatter_row (calls.cu:21) <- two_level (calls.cu:28)" in guess
 
 

@@ -129,8 +129,11 @@ def test_a_hang_dump_is_analyzed_as_a_hang_and_the_mode_can_be_forced():
     require_tool("nvdisasm")
     hang = analyze(DUMPS / "hang_barrier.nvcudmp", "--no-gdb")
     assert hang.returncode == 0
+    # The headline, folded to the terminal's width, read back as one line.
     lines = hang.stdout.splitlines()
-    assert lines[lines.index("") + 1].endswith(
+    start = lines.index("") + 1
+    headline = " ".join(line.strip() for line in lines[start : lines.index("", start)])
+    assert headline.endswith(
         "hang: 2 blocks ((1,0,0), (2,0,0)), each: 1 warp(s) wait at a block barrier while 3 "
         "warp(s) of the same block are elsewhere: a __syncthreads() that not every thread of the "
         "block reaches"

@@ -182,7 +182,10 @@ def test_a_hang_at_a_barrier_quotes_the_pattern_and_its_caveat(tmp_path):
         "block (1,0,0): 1 warp(s) wait (at the barrier 0x0140 BAR.SYNC 0x0: warps 0)"
     )
     assert summary.strongest_signal.source == "hang analysis: divergent-barrier"
-    assert summary.next_step.text.endswith("analyze both (a dump is one instant)")
+    assert summary.next_step.text.endswith(
+        "run `postmortem analyze FIRST SECOND`: the warps that did not move are the stuck ones "
+        "(a dump is one instant)"
+    )
 
 
 def test_warps_parked_in_a_collective_kernel_are_a_collective_wait(tmp_path):
