@@ -1,11 +1,13 @@
 """Crash signatures: one stable key per kind of crash, so that many dumps group by cause.
 
-Signature version 2 (``SIGNATURE_VERSION``) is built from, in this order:
+Signature version 3 (``SIGNATURE_VERSION``) is built from, in this order:
 
 1. the exception, in words (``Warp Illegal Address``); ``no exception`` for a hang dump;
 2. the kernel, demangled and normalized: parameters and return type dropped, every template
-   argument list collapsed to ``<>`` (``cutlass::Kernel<cutlass::Gemm<...>>`` →
-   ``cutlass::Kernel<>``);
+   argument list collapsed to ``<>``, except the argument that carries a wrapper kernel's
+   identity (``cutlass::device_kernel<cutlass::gemm::kernel::GemmUniversal<…>>`` →
+   ``cutlass::device_kernel<cutlass::gemm::kernel::GemmUniversal<>>``; a FlashAttention-3
+   kernel is ``cutlass::device_kernel<flash::enable_sm90_or_later<flash::FlashAttnFwdSm90<>>>``);
 3. the offset of the faulting PC in the kernel's code section (never an absolute address);
    for a PC in a called function (the lane's backtrace rows say so), its offset in that
    function;
@@ -15,8 +17,10 @@ Signature version 2 (``SIGNATURE_VERSION``) is built from, in this order:
    path normalization, skipping frames in library paths (the rules file) up to the first
    in-app frame; ``top_frames`` frames are kept.
 
-Version 1 keys had no (4): ``v1|exception|kernel|+offset|frames``. `read_key` reads keys of
-either version, so results written before the change stay readable.
+Version 1 keys had no (4): ``v1|exception|kernel|+offset|frames``; version 2 collapsed a
+wrapper kernel's identity too, so every CUTLASS 3.x kernel keyed as
+``cutlass::device_kernel<>``. `read_key` reads keys of every version, so results written
+before a change stay readable.
 
 Hosts, processes, GPUs, load addresses and times are never part of it; they are facets of a
 group. The coarse key is (1) and (2) only, so near-duplicates (the same kernel faulting at
@@ -38,14 +42,15 @@ from pathlib import Path
 from typing import Any
 
 from postmortem.analysis.analyze import Analysis
+from postmortem.analysis.inline import SOURCE_FILE, FrameName
 from postmortem.analysis.source import PathMap
 from postmortem.cubin.inspect import clone_parts
 from postmortem.cubin.sass import SourceFrame
-from postmortem.demangle import normalize_name
+from postmortem.demangle import normalize_kernel, normalize_name
 from postmortem.model import describe_exception
 from postmortem.safefile import read_regular
 
-SIGNATURE_VERSION = 2
+SIGNATURE_VERSION = 3
 """Bumped whenever the algorithm changes what it groups together."""
 MAX_RULES_BYTES = 4 << 20
 """The largest rules file read (the packaged one is a few hundred bytes)."""
@@ -53,6 +58,7 @@ MAX_RULES_BYTES = 4 << 20
 _KEY_PARTS = {
     1: ("exception", "kernel", "offset", "frames"),
     2: ("exception", "kernel", "offset", "function", "frames"),
+    3: ("exception", "kernel", "offset", "function", "frames"),
 }
 
 
@@ -211,7 +217,7 @@ def compute_signature(
 ) -> Signature:
     """The signature of one dump's facts under `rules`."""
     exception = "no exception" if facts.exception is None else describe_exception(facts.exception)
-    kernel = normalize_name(facts.kernel) if facts.kernel else "<unknown kernel>"
+    kernel = normalize_kernel(facts.kernel) if facts.kernel else "<unknown kernel>"
     all_frames = normalize_frames(facts.chain, rules, path_maps)
     first_app = next((i for i, f in enumerate(all_frames) if not f.library), None)
     start = first_app if first_app is not None else 0
@@ -274,24 +280,30 @@ def signature_input(analysis: Analysis) -> SignatureInput:
         kernel = site.function.name if site.function else None
         # A PC in a called function: that function's own offset, and a clone named as
         # its callee, so every kernel calling it at that line keys alike.
-        inner = site.calls.frames[0] if site.calls and site.calls.is_called else None
+        # Frame 0 is the function holding the PC even without backtrace rows (a clone).
+        inner = site.calls.frames[0] if site.calls and site.calls.frames else None
         offset = inner.offset if inner and inner.offset is not None else site.offset
         return SignatureInput(
             site.exception, kernel, offset, site.chain, site.has_line_info,
-            tuple(_callee(n.function) if n else None for n in site.frame_names),
+            tuple(_grouped_name(n) for n in site.frame_names),
         )  # fmt: skip
     if analysis.hang and analysis.hang.groups:
         group = analysis.hang.groups[0]
-        names = tuple(_callee(n.function) if n else None for n in group.frame_names)
-        inner = group.calls.frames[0] if group.calls and group.calls.is_called else None
+        names = tuple(_grouped_name(n) for n in group.frame_names)
+        inner = group.calls.frames[0] if group.calls and group.calls.frames else None
         offset = inner.offset if inner and inner.offset is not None else group.offset
         return SignatureInput(None, group.kernel, offset, group.chain, None, names)
     return SignatureInput(None, None, None, (), None)
 
 
-def _callee(name: str) -> str:
-    parts = clone_parts(name)
-    return parts[1] if parts else name
+def _grouped_name(name: FrameName | None) -> str | None:
+    # A clone keys as its callee; a name read from a source file found on this machine
+    # (a Triton helper's `def`) is left out: a signature never depends on what files a
+    # machine happens to hold.
+    if name is None or name.source == SOURCE_FILE:
+        return None
+    parts = clone_parts(name.function)
+    return parts[1] if parts else name.function
 
 
 def read_key(key: str) -> dict[str, str]:

@@ -339,7 +339,10 @@ def test_signature_command_prints_components_and_matches_scan(tmp_path):
         "function:   cutlass_like::epilogue::PredicatedTileIterator<>::store_with_byte_offset"
         in (text.stdout)
     )
-    assert "kernel:     cutlass_like::device_kernel<>" in text.stdout
+    # The wrapper kernel keyed with its identity (signature version 3).
+    assert (
+        "kernel:     cutlass_like::device_kernel<cutlass_like::gemm::kernel::Gemm<>>" in text.stdout
+    )
     # the two library frames are skipped; the next two are the key
     assert " L #0 include/cutlass_like/arch/memory.cuh:9" in text.stdout
     assert "*  #2 include/cutlass_like/epilogue/predicated_tile_iterator.cuh:34" in text.stdout

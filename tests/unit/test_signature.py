@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from pathlib import Path
 
 import pytest
 
@@ -25,6 +26,7 @@ from postmortem.errors import UnreadableFile
 from tests.fifo import rescued
 
 RULES = SignatureRules("test", ("cute/arch/*", "cub/*", "cuda_fp16.hpp"), 2)
+CORPUS_NAMES = Path(__file__).parents[2] / "fixtures" / "corpus" / "kernel_names.txt"
 
 
 def test_normalize_path_applies_first_matching_map_and_normalizes():
@@ -158,7 +160,7 @@ def test_version_2_keys_carry_the_innermost_in_app_function():
     sig = compute_signature(facts, RULES)
     # THEN the in-app frame's function, normalized, is a component of the key
     assert sig.function == "pm::store<>"
-    assert sig.key == "v2|Warp Illegal Address|k|+0x40|pm::store<>|/s/store.cuh:10"
+    assert sig.key == "v3|Warp Illegal Address|k|+0x40|pm::store<>|/s/store.cuh:10"
     assert sig.components == ("exception", "kernel", "offset", "function", "frames")
     # AND the same lines under another function are another signature
     other = SignatureInput(14, "_Z1kPf", 0x40, chain, True, (None, "_ZN2pm4loadIfEEvPT_iS1_"))
@@ -186,6 +188,12 @@ def test_a_frame_no_source_names_leaves_the_function_unknown():
         (
             "v2|no exception|k|?|?|",
             {"version": "2", "exception": "no exception", "kernel": "k", "offset": "?",
+             "function": "?", "frames": ""},
+        ),
+        (
+            "v3|Warp Illegal Address|cutlass::device_kernel<flash::FlashAttnFwdSm90<>>|+0x40|?|",
+            {"version": "3", "exception": "Warp Illegal Address",
+             "kernel": "cutlass::device_kernel<flash::FlashAttnFwdSm90<>>", "offset": "+0x40",
              "function": "?", "frames": ""},
         ),
     ],
@@ -237,3 +245,24 @@ def test_rules_nested_too_deeply_are_one_error(tmp_path):
     path.write_text("[" * 100_000)
     with pytest.raises(ValueError, match=r"^signature rules: not JSON: nested too deeply$"):
         load_rules(path)
+
+
+def test_wrapper_kernels_of_different_operators_key_apart():
+    # GIVEN a CUTLASS GEMM and FlashAttention-3, both launched as cutlass::device_kernel<…>
+    # (their real names, from vllm 0.33.0's cubins in fixtures/corpus)
+    names = [line.strip() for line in CORPUS_NAMES.read_text().splitlines()]
+    gemm = next(
+        n
+        for n in names
+        if n.startswith("_ZN7cutlass13device_kernelINS_4gemm6kernel13GemmUniversal")
+    )
+    fa3 = next(
+        n for n in names if "FlashAttnFwdSm90" in n and n.startswith("_ZN7cutlass13device_kernel")
+    )
+    keys = [compute_signature(_facts((), kernel=name), RULES) for name in (gemm, fa3)]
+    # THEN their coarse keys differ, each naming the operator
+    assert keys[0].coarse_key != keys[1].coarse_key
+    assert keys[0].kernel == "cutlass::device_kernel<cutlass::gemm::kernel::GemmUniversal<>>"
+    assert keys[1].kernel == (
+        "cutlass::device_kernel<flash::enable_sm90_or_later<flash::FlashAttnFwdSm90<>>>"
+    )
