@@ -20,6 +20,7 @@ from typing import TypeVar
 
 from postmortem.analysis.fault import FaultSite
 from postmortem.analysis.inline import CUDA_GDB, FrameName
+from postmortem.codemap import CodeMap
 from postmortem.coredump import Coredump
 from postmortem.coredump import tables as t
 from postmortem.cubin.inspect import function_label, function_name
@@ -158,7 +159,7 @@ def crosscheck(
     checks: list[Check] = []
     if faults:
         checks += _banner_checks(faults, banner)
-        checks.append(_symbol_check(faults[0], session))
+        checks.append(_symbol_check(core, faults[0], session))
     checks.append(_kernels_check(summary, session))
     checks += _focus_table_checks(core, session)
     if not opened:  # what it printed after refusing the dump says nothing about the dump
@@ -204,11 +205,19 @@ def _banner_checks(faults: Sequence[Fault], banner: CudaException | None) -> lis
 SYMBOL_FACT = "kernel + offset of the error PC"
 
 
-def _symbol_check(fault: Fault, session: GdbSession) -> Check:
-    location = fault.location
+def _symbol_check(core: Coredump, fault: Fault, session: GdbSession) -> Check:
+    # cuda-gdb names the innermost function symbol holding the PC (a called function's
+    # clone, with its own offset), as `function_label` does.
+    location, pc = fault.location, fault.error_pc
     native = "outside every module"
     if location is not None and location.function is not None:
-        native = f"{demangle(location.function)} + {location.offset}"
+        summary = CodeMap(core).summary(location.module) if pc is not None else None
+        inner = summary.find_function(pc) if summary and pc is not None else None
+        native = (
+            f"{function_label(inner.name)} + {pc - inner.address}"
+            if inner is not None and pc is not None
+            else f"{demangle(location.function)} + {location.offset}"
+        )
     symbol = _value(parse_info_symbol(session.output("info symbol $errorpc") or ""))
     said = None if symbol is None else f"{symbol.symbol} + {symbol.offset}"
     return Check(SYMBOL_FACT, native, said)
@@ -333,18 +342,13 @@ def named_by_gdb(
 
 
 def _with_call_stack(site: FaultSite, check: CrossCheck) -> CrossCheck:
-    """The error PC's function and offset, and the call stack, checked against cuda-gdb's
-    `info symbol` and `bt` where the PC lies in a called function."""
+    """The call stack checked against cuda-gdb's `bt` where the PC lies in a called
+    function."""
     frames = site.calls.frames if site.calls else ()
     inner = frames[0] if frames else None
     if inner is None or inner.function is None or not site.calls or not site.calls.is_called:
         return check
-    checks = [
-        replace(c, native=f"{function_label(inner.function.name)} + {inner.offset}")
-        if c.fact == SYMBOL_FACT
-        else c
-        for c in check.checks
-    ]
+    checks = list(check.checks)
     ours = " < ".join(_frame_key(f.function.name if f.function else "?", f.chain) for f in frames)
     theirs = " < ".join(
         _frame_key(f.function, (SourceFrame(f.file, f.line),) if f.file and f.line else ())

@@ -520,8 +520,8 @@ def check_print(value, truth, expect):
 def check_symbol(value, truth, expect):
     if expect is None:
         assert isinstance(value, Unparsed)
-    else:
-        assert value.offset == truth["fault"]["offset"]
+    else:  # a fault in a called function: its clone's own offset
+        assert value.offset == truth["fault"].get("function_offset", truth["fault"]["offset"])
 
 
 def check_line(value, truth, expect):
@@ -535,7 +535,11 @@ def check_line(value, truth, expect):
 
 def check_bt(value, truth, expect):
     frame = value[0]
-    assert frame.level == 0 and frame.function and frame.grid_dim is not None
+    # The kernel's frame carries the launch; it is frame 0 unless the lane is in a call.
+    assert frame.level == 0 and frame.function and value[-1].grid_dim is not None
+    calls = (truth.get("fault") or {}).get("expected_calls") or []
+    assert len(value) == 1 + len(calls)
+    assert [(f.file, f.line) for f in value[1:]] == [tuple(c) for c in calls]
     if expect is not None:
         assert frame.pc in (None, expect["error_pc"])
 
