@@ -53,8 +53,10 @@ def analyze_options(
     from postmortem.analysis.analyze import AnalyzeOptions
     from postmortem.analysis.fault import LocalizeOptions
 
+    # A relative path in a line table is looked up in --source-dir, then in the folder the
+    # command runs in, named here: a Dask worker runs elsewhere but looks in the same place.
     localize = LocalizeOptions(
-        source_dirs=tools.source_dirs, path_maps=tools.path_maps,
+        source_dirs=(*tools.source_dirs, *_here()), path_maps=tools.path_maps,
         disassemble=not tools.no_disasm, nvdisasm=tools.nvdisasm,
         nvdisasm_origin=tools.nvdisasm_origin,
     )  # fmt: skip
@@ -66,6 +68,14 @@ def analyze_options(
         localize, mode=mode, cuda_gdb=not tools.no_gdb, cuda_gdb_path=tools.cuda_gdb,
         cuda_gdb_origin=tools.cuda_gdb_origin, host_logs=tuple(host_logs), redact=redact,
     )  # fmt: skip
+
+
+def _here() -> tuple[Path, ...]:
+    # The folder the command runs in; none when it was deleted under it.
+    try:
+        return (Path.cwd(),)
+    except OSError:
+        return ()
 
 
 def info_text(core: Path, as_json: bool) -> str:

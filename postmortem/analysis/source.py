@@ -55,7 +55,10 @@ def candidates(file: str, source_dirs: Sequence[Path], path_maps: Sequence[PathM
     names = [file] + [m.new + file[len(m.old) :] for m in path_maps if _under(file, m.old)]
     found: list[Path] = []
     for name in names:
-        found.append(Path(name))
+        # A relative name is looked up in `source_dirs` only, never in whatever folder this
+        # process happens to run in (a scan worker's is not the user's).
+        if PurePosixPath(name).is_absolute():
+            found.append(Path(name))
         parts = PurePosixPath(name).parts
         relative = parts[1:] if parts and parts[0] == "/" else parts
         for directory in source_dirs:

@@ -233,10 +233,12 @@ def test_when_every_copy_is_refused_the_diagnosis_quotes_nvdisasm(corpus, tmp_pa
     assert "not installed" not in refusal.message
     note = _provenance(build_report(analysis), "nvdisasm")["note"]
     assert note.startswith("nvdisasm refused the image: ")
-    # AND a scan row is marked degraded (not cached), yet its signature keeps every frame:
-    # the chain comes from the cubin's line table, not from nvdisasm
+    # AND a scan row names the refusal (remembered: the same image is refused every time),
+    # and its signature keeps every frame: the chain comes from the cubin's line table
     row = scan_dump(dump, _work(nvdisasm))
-    assert row.degraded and row.signature is not None
+    assert row.instruction is None and row.instruction_note
+    assert "Invalid section alignment" in row.instruction_note
+    assert not row.degraded and row.signature is not None
     assert row.signature.quality.line_info and row.signature.quality.advice is None
     assert row.signature.frames
 
@@ -245,8 +247,10 @@ def test_a_scan_without_nvdisasm_signs_the_dump_as_a_scan_with_it(nvdisasm):
     # GIVEN the same dump scanned without nvdisasm and with it
     row = scan_dump(DUMPS / "oob_store.nvcudmp", _work("/nonexistent/nvdisasm"))
     full = scan_dump(DUMPS / "oob_store.nvcudmp", _work(nvdisasm))
-    # THEN the row is degraded (no SASS in its report, not cached), the signature the same
-    assert row.degraded and not full.degraded
+    # THEN the row has no instruction and says why, the signature the same; the scan's
+    # cache is keyed by the nvdisasm found, so installing it later redoes the row
+    assert (row.instruction, row.instruction_note) == (None, "nvdisasm not found")
+    assert full.instruction is not None and not full.degraded
     assert row.signature is not None and full.signature is not None
     assert row.signature.key == full.signature.key and row.signature.frames
     analysis = _analyze(DUMPS / "oob_store.nvcudmp", "/nonexistent/nvdisasm")

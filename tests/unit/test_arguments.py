@@ -165,10 +165,10 @@ def test_a_shared_memory_offset_blames_no_argument():
 def test_an_address_a_terabyte_past_every_pointer_names_no_culprit():
     # GIVEN an address far past both buffers (a garbage index, or no pointer at all)
     far = OUT + (1 << 41)
-    arguments = attribute(
-        ".cudbg.param", ".nv.info",
-        (KernelArgument(0, 0, 8, IN, True, far - IN), KernelArgument(1, 8, 8, OUT, True, far - OUT)),
-        4,
-    )  # fmt: skip
+    pointers = (
+        KernelArgument(0, 0, 8, IN, True, far - IN),
+        KernelArgument(1, 8, 8, OUT, True, far - OUT),
+    )
+    arguments = attribute(".cudbg.param", ".nv.info", pointers, 4)
     # THEN neither is blamed
     assert arguments.culprit is None
