@@ -78,6 +78,9 @@ class StuckGroup:
     load or tensor-core instruction ahead of it), when it says."""
     calls: CallStack | None = None
     """The call stack of the group's first lane, when it is inside a called function."""
+    driver_barrier: str | None = None
+    """What the driver's warp rows (r590+) say of the group's warps at a barrier: its scope
+    and its own words; None when the rows say nothing."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,6 +130,7 @@ def analyze_hang(
             kernel_groups = _with_calls(
                 core, code_map, device, code[0], kernel_groups, members, result, finder
             )
+        kernel_groups = [_with_driver_barrier(g, members) for g in kernel_groups]
         groups.extend(kernel_groups)
         by_offset = {g.offset: g for g in kernel_groups}
         if is_collective(kernel) and listing is not None and code is not None:
@@ -246,6 +250,22 @@ def _collective(
     places = "; ".join(_where(offset, groups) for offset in sorted(polling)) or "no loop"
     waiting = {(w.block_idx, w.warp_id) for w in warps} - {(p.block_idx, p.warp_id) for p in polled}
     return collective_finding(groups[next(iter(groups))].kernel, polled, len(waiting), places)
+
+
+_SCOPES = {1: "warp", 2: "warp group", 3: "block", 4: "cluster", 5: "kernel"}
+"""CUDBGBarrierScope (r590+), as the driver's warp rows give it."""
+
+
+def _with_driver_barrier(group: StuckGroup, warps: Sequence[WarpPcs]) -> StuckGroup:
+    # Said only when every warp of the group whose row holds the field agrees.
+    here = [w for w in warps if w.lanes_at and w.lanes_at[0][0] == group.offset]
+    scopes = {w.barrier_scope for w in here if w.barrier_scope is not None}
+    if len(scopes) != 1 or not (scope := scopes.pop()):
+        return group
+    infos = sorted({w.barrier_info for w in here if w.barrier_info})
+    said = f"{_SCOPES.get(scope, f'scope {scope}')}-wide barrier"
+    said += f" ({'; '.join(infos)})" if infos else ""
+    return replace(group, driver_barrier=said)
 
 
 def _block_warps(core: Coredump, device: int, grid_id: int) -> int | None:
@@ -394,6 +414,8 @@ def _divergent_finding(
         f"at the barrier, warps {', '.join(str(w.warp_id) for w in s.elsewhere)} elsewhere"
         for s in splits[:_SHOWN_BLOCKS]
     ]
+    said = groups[barrier].driver_barrier if barrier in groups else None
+    evidence += [f"the driver's warp rows of the waiting warps: at a {said}"] if said else []
     return Finding(
         FindingCode.DIVERGENT_BARRIER, Severity.ERROR,
         f"{where}: {len(first.waiting)} warp(s) wait at a block barrier while "

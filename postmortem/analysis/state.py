@@ -36,6 +36,11 @@ class WarpPcs:
     """(PC offset, lanes there), most populous first."""
     faulting_at: tuple[tuple[int, int], ...]
     """(PC offset, lanes there with an exception)."""
+    barrier_scope: int | None = None
+    """The warp row's barrierScope (r590+): 0 none, 1 warp, 2 warp group, 3 block,
+    4 cluster, 5 kernel; None when the row does not hold it."""
+    barrier_info: str | None = None
+    """The warp row's additionalBarrierInfo text (r590+), when it holds one."""
 
     @property
     def diverged(self) -> bool:
@@ -168,6 +173,8 @@ def _warp_pcs(warp: Warp, lanes: Counter[int], faulting: Counter[int]) -> WarpPc
         warp_id=warp.warp_id,
         lanes_at=tuple(sorted(lanes.items(), key=lambda item: (-item[1], item[0]))),
         faulting_at=tuple(sorted(faulting.items())),
+        barrier_scope=warp.barrier_scope,
+        barrier_info=warp.additional_barrier_info,
     )
 
 

@@ -86,6 +86,7 @@ def _hang(hang: HangAnalysis | None) -> Json | None:
                 "barrier_id": g.barrier_id,
                 "barrier_threads": g.barrier_threads,
                 "role": g.role,
+                "driver_barrier": g.driver_barrier,
                 "calls": calls_json(g.calls),
                 "in_polling_loop": g.in_polling_loop,
                 "chain": [
