@@ -64,7 +64,8 @@ class StuckGroup:
     barrier: str | None
     """"cta" (`BAR.SYNC 0` without a count, BAR.RED: the block-wide barrier), "named"
     (`BAR.SYNC id, count`: only its participants meet there), "mbarrier" (a phase check of
-    a pipeline's barrier, or its retry loop), "convergence" (BSYNC, WARPSYNC) or None."""
+    a pipeline's barrier, or its retry loop), "cluster" (`UCGABAR_WAIT`: every block of the
+    cluster meets there), "convergence" (BSYNC, WARPSYNC) or None."""
     in_polling_loop: bool
     """The PC lies in a short backward loop that reads memory."""
     frame_names: tuple[FrameName | None, ...] = ()
@@ -316,6 +317,8 @@ def barrier_kind(instruction: SassInstruction | None) -> str | None:
         return "cta" if whole or "RED" in modifiers else "named"
     if base in {"BSYNC", "WARPSYNC"}:
         return "convergence"
+    if base == "UCGABAR_WAIT":  # the cluster barrier (barrier.cluster.wait): every CTA of it
+        return "cluster"
     return None
 
 

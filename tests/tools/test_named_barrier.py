@@ -45,6 +45,8 @@ def _instruction(text: str):
         ("BAR.SYNC R3, R4", "named", (None, None)),
         ("BAR.ARV 0x1, 0x180", None, (1, 384)),
         ("BSYNC B0", "convergence", (None, None)),
+        ("UCGABAR_WAIT", "cluster", (None, None)),
+        ("UCGABAR_ARV", None, (None, None)),
     ],
 )
 def test_barrier_semantics_come_from_the_operands(text, kind, operands):
