@@ -94,10 +94,15 @@ def build_interactive_argv(
     """
     argv = [os.fspath(cuda_gdb), "-nx"]
     if data_directory is not None:
-        argv += ["-data-directory", os.fspath(data_directory)]
+        # Without its Python files cuda-gdb prints a "Python Exception … No module named
+        # 'gdb'" at every stop and frame; one warning at start-up says it all.
+        argv += ["-data-directory", os.fspath(data_directory), "-iex", QUIET_PYTHON]
     for setting in _EARLY_SETTINGS:
         argv += ["-iex", setting]
     return [*argv, "-ex", f"{OPEN_COMMAND} {os.fspath(core_path)}", *extra]
+
+
+QUIET_PYTHON = "set python print-stack none"
 
 
 def _echo(kind: str, index: int, command: str) -> str:
