@@ -110,6 +110,11 @@ class SglangLog:
     """Every call entry read, kept or not."""
     level: int
     """The logging level the entries show: 1 names, 3 metadata, 5 statistics, 10 dumps."""
+    unread_lines: int = 0
+    """Indented lines inside call entries that no rule read (an argument block in a format
+    not known): the calls are still there, those details are not."""
+    first_unread: int | None = None
+    """The line number of the first of them."""
 
 
 # --- CUDA errors as the host reported them ----------------------------------------------

@@ -118,6 +118,8 @@ class _State:
     current: _Call | None = None
     seen: int = 0
     level: int = 1
+    unread: int = 0
+    first_unread: int | None = None
 
     def finish(self) -> None:
         if self.current is not None:
@@ -136,7 +138,7 @@ def parse_sglang_api_log(lines: Iterable[str]) -> SglangLog | None:
     state.finish()
     if not state.seen:
         return None
-    return SglangLog(tuple(state.calls), state.seen, state.level)
+    return SglangLog(tuple(state.calls), state.seen, state.level, state.unread, state.first_unread)
 
 
 def _read_line(state: _State, number: int, text: str) -> None:
@@ -178,6 +180,9 @@ def _read_line(state: _State, number: int, text: str) -> None:
     if stripped == ")" or text.startswith("    "):
         if stripped == ")":
             call.close_tensor()
+        elif stripped and call.section is not None:  # an argument line no rule reads
+            state.unread += 1
+            state.first_unread = state.first_unread or number
         return
     if stripped and not stripped.startswith("="):
         call.close_tensor()

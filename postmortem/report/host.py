@@ -81,6 +81,8 @@ def _api(joined: ApiJoin) -> Json:
         "file": joined.path.name,
         "level": joined.log.level,
         "calls_seen": joined.log.calls_seen,
+        "unread_lines": joined.log.unread_lines,
+        "first_unread": joined.log.first_unread,
         "last_calls": [_call(c) for c in joined.last_calls],
         "match": None if match is None else _call(match),
         "kernel": kernel_json(joined.kernel),
