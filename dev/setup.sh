@@ -40,8 +40,8 @@ pip_install --upgrade pip
 # The distribution is cuda-postmortem; a venv made before the rename holds it as "postmortem".
 "$VENV/bin/python" -m pip uninstall -y -q postmortem >/dev/null 2>&1 || true
 if [ "${1:-}" = test ]; then
-    # dask and sentry: the optional extras, tested like the rest.
-    pip_install -e ".[tools,dev,fixtures,dask,sentry]"
+    # dask, ray and sentry: the optional extras, tested like the rest.
+    pip_install -e ".[tools,dev,fixtures,dask,ray,sentry]"
     if ! command -v cuda-gdb >/dev/null 2>&1; then
         # Debian ships cuda-gdb 11.8 as nvidia-cuda-gdb in non-free.
         for f in /etc/apt/sources.list.d/debian.sources; do

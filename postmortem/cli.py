@@ -573,13 +573,17 @@ def extract(core: Path, out_dir: Path, force: bool, debug: bool) -> None:
 )  # fmt: skip
 @click.option(
     "--engine",
-    type=click.Choice(("local", "dask")),
+    type=click.Choice(("local", "dask", "ray")),
     default="local",
     show_default=True,
     help="Where the dumps are analyzed: worker processes here, or the workers of an existing "
-    "Dask cluster, which read the dumps at the same paths (needs the dask extra).",
+    "Dask or Ray cluster, which read the dumps at the same paths (needs the dask or ray extra).",
 )
 @click.option("--scheduler", metavar="tcp://HOST:PORT", help="The Dask scheduler (--engine dask).")
+@click.option(
+    "--address", metavar="HOST:PORT",
+    help="The Ray cluster (--engine ray; default: RAY_ADDRESS, else a Ray started here).",
+)  # fmt: skip
 @_sentry_option
 @click.option(
     "--owners",
@@ -612,6 +616,7 @@ def scan(
     incident: bool,
     engine: str,
     scheduler: str | None,
+    address: str | None,
     sentry_dsn: str | None,
     owners: Path | None,
     no_disasm: bool,
@@ -643,8 +648,8 @@ def scan(
         fmt=fmt, jobs=jobs, output=_file_or_stdout(output), reports_dir=reports_dir,
         report_format=report_format, jsonl=jsonl, since=since, timeout_s=timeout, rules=rules,
         name_patterns=name_patterns, follow_symlinks=follow_symlinks, cache_path=cache_path,
-        use_cache=not no_cache, engine=engine, scheduler=scheduler, sentry_dsn=sentry_dsn,
-        incident=incident, owners=owners,
+        use_cache=not no_cache, engine=engine, scheduler=scheduler, address=address,
+        sentry_dsn=sentry_dsn, incident=incident, owners=owners,
     )  # fmt: skip
     tools = analyze_options(
         _tools(no_disasm, nvdisasm, no_gdb, cuda_gdb, None, source_dirs, path_maps)

@@ -25,7 +25,7 @@ from postmortem.scan.command import (
     scan_exit_status,
     sign_dump,
 )
-from postmortem.scan.engine import EngineChoice, check_engine
+from postmortem.scan.engine import check_engine, choose_engine
 from postmortem.scan.index import signature_view
 from postmortem.scan.names import DEFAULT_PATTERNS, compile_pattern
 from postmortem.scan.owners import load_owners
@@ -73,9 +73,11 @@ class ScanSettings:
     """None: the default cache file."""
     use_cache: bool = True
     engine: str = "local"
-    """Where the dumps are analyzed: "local" (worker processes) or "dask"."""
+    """Where the dumps are analyzed: "local" (worker processes), "dask" or "ray"."""
     scheduler: str | None = None
     """The Dask scheduler's address, for --engine dask."""
+    address: str | None = None
+    """The Ray cluster's address, for --engine ray (None: Ray's default)."""
     sentry_dsn: str | None = None
     """Send one event per dump to this Sentry project."""
     incident: bool = False
@@ -135,7 +137,7 @@ def scan_request(
     cuda-gdb runs only for the per-dump reports, and no tool longer than a dump may take.
     """
     _check_patterns(settings.name_patterns)
-    engine = EngineChoice(settings.engine, settings.scheduler)
+    engine = choose_engine(settings.engine, settings.scheduler, settings.address)
     check_engine(engine)
     sentry = sentry_target(settings.sentry_dsn) if settings.sentry_dsn else None
     since = None

@@ -86,7 +86,7 @@ class DaskEngine:
         thread.start()
         thread.join(limit + _CONNECT_GRACE_S)
         if failed:
-            raise EngineUnreachable("--scheduler", self._address, _oneline(failed[0]))
+            raise EngineUnreachable("--scheduler", self._address, oneline(failed[0]))
         if not made:
             raise EngineUnreachable(
                 "--scheduler", self._address,
@@ -102,7 +102,7 @@ class DaskEngine:
         paths: Sequence[Path],
         on_row: Callable[[DumpRow], None],
     ) -> None:
-        work = _portable(self._work)
+        work = portable(self._work)
         # Dumps given by URL are read by the workers from the store, with the options the
         # command line gave (--storage-option), which only this process's environment holds.
         storage = {k: v for k, v in os.environ.items() if k.startswith("FSSPEC_")}
@@ -130,7 +130,7 @@ class DaskEngine:
             message = "worker process died (Dask gave up on the task: its workers died)"
             return lost_row(path, STATUS_CRASHED, message, 0.0)
         except (Exception, concurrent.futures.CancelledError) as error:
-            message = f"internal error: {type(error).__name__}: {_oneline(error)}"
+            message = f"internal error: {type(error).__name__}: {oneline(error)}"
             return lost_row(path, STATUS_ERROR, message, 0.0)
         # The report as a local scan names it (the worker wrote it under the absolute path).
         report = report_path(row.path, self._work) if row.report is not None else None
@@ -138,13 +138,19 @@ class DaskEngine:
 
 
 def scan_task(
-    path: str, name: str, work: WorkOptions, timeout_s: float, storage: dict[str, str] | None = None
+    path: str,
+    name: str,
+    work: WorkOptions,
+    timeout_s: float,
+    storage: dict[str, str] | None = None,
+    engine: str = "Dask",
 ) -> DumpRow:
-    """The row of one dump, on a Dask worker: `path` is opened, `name` is what the row says.
+    """The row of one dump, on a Dask (or Ray) worker: `path` is opened, `name` is what the
+    row says.
 
     The analysis runs in a thread of its own; past `timeout_s` seconds the task gives a
     timeout row and leaves it to finish. `storage` holds the client's fsspec variables
-    (`FSSPEC_<PROTOCOL>`) for a dump given by URL.
+    (`FSSPEC_<PROTOCOL>`) for a dump given by URL. `engine` names the cluster in that row.
     """
     if storage:
         os.environ.update(storage)
@@ -165,7 +171,7 @@ def scan_task(
         return done[0]
     message = (
         f"no result within {timeout_s:g} s (--timeout); the analysis was left to finish on "
-        "its Dask worker"
+        f"its {engine} worker"
     )
     return lost_row(dump, STATUS_TIMEOUT, message, round(time.monotonic() - started, 4), name)
 
@@ -189,8 +195,8 @@ class _SharedStore:
 _WORKER_STORE = _SharedStore()  # one per worker process, for every task it runs
 
 
-def _portable(work: WorkOptions) -> WorkOptions:
-    """`work` with its paths made absolute: a Dask worker runs in a folder of its own."""
+def portable(work: WorkOptions) -> WorkOptions:
+    """`work` with its paths made absolute: a Dask or Ray worker runs in a folder of its own."""
     localize = work.analyze.localize
     localize = replace(
         localize, source_dirs=tuple(Path(os.path.abspath(d)) for d in localize.source_dirs),
@@ -218,6 +224,7 @@ def _distributed() -> Any:
     return distributed
 
 
-def _oneline(error: BaseException) -> str:
+def oneline(error: BaseException) -> str:
+    """The message of `error` on one line (its type's name when it has none)."""
     text = " ".join(str(error).split())
     return text or type(error).__name__

@@ -1,10 +1,12 @@
-"""Where a scan's per-dump analyses run: worker processes on this machine, or a Dask cluster.
+"""Where a scan's per-dump analyses run: worker processes on this machine, or a Dask or Ray
+cluster.
 
 An engine takes paths and gives back one row per path; everything else of a scan (the
 cache, the grouping, the index, the Sentry events) stays in the process that runs it. The
 local pool (`postmortem.scan.pool.WorkerPool`) is the default; `--engine dask` sends the
 dumps' paths to an existing Dask cluster whose workers read the dumps themselves
-(`postmortem.scan.dask_engine`). Either way a dump that overruns its time limit is a
+(`postmortem.scan.dask_engine`); `--engine ray` sends them to a Ray cluster in the same way
+(`postmortem.scan.ray_engine`). Either way a dump that overruns its time limit is a
 "timeout" row, one whose worker died a "crashed" row, one that cannot be read an "error"
 row, and no dump is lost or counted twice.
 """
@@ -21,7 +23,7 @@ from postmortem.errors import BadOption, MissingExtra
 from postmortem.scan.row import DumpRow
 from postmortem.scan.worker import WorkOptions
 
-ENGINES = ("local", "dask")
+ENGINES = ("local", "dask", "ray")
 """The engines `--engine` takes."""
 
 
@@ -38,9 +40,23 @@ class EngineChoice:
     """Which engine a scan runs on, and where it is."""
 
     name: str = "local"
-    """"local": worker processes on this machine; "dask": the workers of a Dask cluster."""
+    """"local": worker processes on this machine; "dask" or "ray": the workers of a cluster."""
     address: str | None = None
-    """The Dask scheduler (``tcp://HOST:PORT``); None for the local engine."""
+    """The Dask scheduler (``tcp://HOST:PORT``) or the Ray cluster (``HOST:PORT``, or
+    ``ray://HOST:PORT``); None for the local engine, and for Ray's default cluster."""
+
+
+def choose_engine(name: str, scheduler: str | None, address: str | None) -> EngineChoice:
+    """The engine `--engine`, `--scheduler` (Dask's) and `--address` (Ray's) name.
+
+    Raises:
+        BadOption: an address given to the engine that does not take it.
+    """
+    if scheduler is not None and name != "dask":
+        raise BadOption("--scheduler", "is for --engine dask")
+    if address is not None and name != "ray":
+        raise BadOption("--address", "is for --engine ray")
+    return EngineChoice(name, scheduler if name == "dask" else address)
 
 
 def check_engine(choice: EngineChoice) -> None:
@@ -56,6 +72,10 @@ def check_engine(choice: EngineChoice) -> None:
         if choice.address is not None:
             raise BadOption("--scheduler", "is for --engine dask")
         return
+    if choice.name == "ray":
+        if importlib.util.find_spec("ray") is None:
+            raise MissingExtra("--engine ray", "ray", "ray")
+        return
     if not choice.address:
         raise BadOption("--engine", "dask needs --scheduler tcp://HOST:PORT (the scheduler)")
     if importlib.util.find_spec("distributed") is None:
@@ -68,8 +88,12 @@ def open_engine(
     """The engine `choice` names, for dumps scanned with `work`, `timeout_s` seconds each.
 
     `jobs` and `memo` are the local pool's (see `WorkerPool`); a Dask cluster has its own
-    workers, and each remembers disassemblies in its own memory.
+    workers, and each remembers disassemblies in its own memory; so has a Ray cluster.
     """
+    if choice.name == "ray":
+        from postmortem.scan.ray_engine import RayEngine
+
+        return RayEngine(choice.address, work, timeout_s)
     if choice.name == "dask":
         from postmortem.scan.dask_engine import DaskEngine
 

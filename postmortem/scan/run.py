@@ -179,18 +179,18 @@ _NO_CREDENTIALS = ("NoCredentialsError", "Unable to locate credentials", "Defaul
 
 
 def _credentials_warning(rows: Sequence[DumpRow], engine: EngineChoice) -> tuple[str, ...]:
-    """On a Dask cluster the objects are read by the workers, with the workers' own
+    """On a Dask or Ray cluster the objects are read by the workers, with the workers' own
     environment: rows failing for want of credentials say so once, with where to fix it."""
-    if engine.name != "dask":
+    if engine.name not in ("dask", "ray"):
         return ()
     failed = [r for r in rows if r.error and any(word in r.error for word in _NO_CREDENTIALS)]
     if not failed:
         return ()
     return (
-        f"{len(failed)} dump(s) could not be read on the Dask workers for want of credentials "
-        "(the workers read the store with their own environment, not this one): give the "
-        "workers the store's credentials (their environment or config files), or pass them "
-        "with --storage-option",
+        f"{len(failed)} dump(s) could not be read on the {engine.name.capitalize()} workers for "
+        "want of credentials (the workers read the store with their own environment, not this "
+        "one): give the workers the store's credentials (their environment or config files), "
+        "or pass them with --storage-option",
     )
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 HEAVY = (
     "numpy", "jinja2", "postmortem.analysis", "postmortem.coredump", "postmortem.cubin",
     "postmortem.gdb", "postmortem.scan", "postmortem.report.render", "postmortem.commands",
+    "ray.", "distributed.",
 )  # fmt: skip
 
 _PROBE = """

@@ -1,0 +1,149 @@
+"""A scan's per-dump analyses on a Ray cluster (`--engine ray [--address HOST:PORT]`).
+
+The shape of the Dask engine (`postmortem.scan.dask_engine`), for teams whose serving stack
+already runs Ray (vLLM's does): paths go out, rows come back, each dump is one Ray task that
+reads the dump itself, with the scan's options made absolute; a worker process remembers
+the disassemblies of every task it runs. The workers must see the dumps (and `--reports`,
+`--source-dir`) at the same absolute paths as this process, and have postmortem (with its
+tools) installed. Without `--address`, Ray's own rule applies: the cluster in `RAY_ADDRESS`,
+else a Ray started for this scan on this machine.
+
+A task past `--timeout` is a "timeout" row (its analysis is left to finish in its worker, as
+on Dask); a task whose worker died on each of Ray's tries is a "crashed" row; any other
+failure an "error" row. One row comes back per dump.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from postmortem.errors import EngineUnreachable, MissingExtra
+from postmortem.scan.dask_engine import oneline, portable, scan_task
+from postmortem.scan.row import STATUS_CRASHED, STATUS_ERROR, DumpRow
+from postmortem.scan.worker import WorkOptions, lost_row, report_path
+from postmortem.urls import absolute_path, is_url
+
+CONNECT_TIMEOUT_S = 10.0
+"""How long to wait for the cluster at `--address` to answer."""
+START_TIMEOUT_S = 60.0
+"""How long a Ray started for the scan (no `--address`) may take to start."""
+_CONNECT_GRACE_S = 2.0
+"""How much longer than its own timeout a connection may take before it is given up on."""
+
+
+class RayEngine:
+    """Scans dumps as the tasks of the Ray cluster at `address` (None: Ray's default)."""
+
+    def __init__(self, address: str | None, work: WorkOptions, timeout_s: float) -> None:
+        self._address = address
+        self._work = work
+        self._timeout_s = timeout_s
+
+    def run(self, paths: Sequence[Path], on_row: Callable[[DumpRow], None]) -> None:
+        """Scan every path on the cluster, calling `on_row` here as each row arrives.
+
+        Raises:
+            EngineUnreachable: the cluster cannot be reached.
+            MissingExtra: Ray is not installed.
+            KeyboardInterrupt: interrupted, once the tasks not yet finished are cancelled.
+        """
+        if not paths:
+            return
+        ray = _ray()
+        self._connect(ray)
+        try:
+            self._scan(ray, paths, on_row)
+        finally:
+            with contextlib.suppress(Exception):  # the cluster gone: nothing left to close
+                ray.shutdown()
+
+    def _connect(self, ray: Any) -> None:
+        # ray.init keeps retrying an address that does not answer (minutes): it runs in a
+        # thread of its own, given up on at CONNECT_TIMEOUT_S or the scan's --timeout.
+        if self._address is None:
+            limit = START_TIMEOUT_S
+        else:
+            limit = min(CONNECT_TIMEOUT_S, self._timeout_s)
+        made: list[bool] = []
+        failed: list[Exception] = []
+
+        def connect() -> None:
+            try:
+                ray.init(
+                    address=self._address, include_dashboard=False, log_to_driver=False,
+                    logging_level=logging.ERROR, configure_logging=True,
+                )  # fmt: skip
+                made.append(True)
+            except Exception as error:  # ConnectionError, ValueError for a bad address
+                failed.append(error)
+
+        thread = threading.Thread(target=connect, name="postmortem-ray-connect", daemon=True)
+        thread.start()
+        thread.join(limit + _CONNECT_GRACE_S)
+        option = "--address" if self._address is not None else "--engine ray"
+        where = self._address or "(Ray's default: RAY_ADDRESS, else a Ray started here)"
+        if failed:
+            raise EngineUnreachable(option, where, oneline(failed[0]))
+        if not made:
+            raise EngineUnreachable(
+                option, where, f"no answer in {limit:g} s (no Ray cluster at that address?)"
+            )
+
+    def _scan(self, ray: Any, paths: Sequence[Path], on_row: Callable[[DumpRow], None]) -> None:
+        work = portable(self._work)
+        # Dumps given by URL are read by the workers from the store, with the options the
+        # command line gave (--storage-option), which only this process's environment holds.
+        storage = {k: v for k, v in os.environ.items() if k.startswith("FSSPEC_")}
+        task = ray.remote(scan_task)
+        waiting: dict[Any, Path] = {}
+        for path in paths:
+            ref = task.remote(
+                absolute_path(path), str(path), work, self._timeout_s,
+                storage if is_url(path) else {}, "Ray",
+            )  # fmt: skip
+            waiting[ref] = path
+        try:
+            pending = list(waiting)
+            while pending:
+                ready, pending = ray.wait(pending, num_returns=1)
+                if pending:  # and every other one ready by now, without waiting
+                    more, pending = ray.wait(pending, num_returns=len(pending), timeout=0)
+                    ready += more
+                for ref in ready:
+                    on_row(self._row(ray, ref, waiting.pop(ref)))
+        except KeyboardInterrupt:
+            for ref in waiting:
+                with contextlib.suppress(Exception):  # stopping anyway
+                    ray.cancel(ref, force=True)
+            raise
+
+    def _row(self, ray: Any, ref: Any, path: Path) -> DumpRow:
+        try:
+            row: DumpRow = ray.get(ref)
+        except ray.exceptions.WorkerCrashedError:
+            message = "worker process died (Ray gave up on the task: its workers died)"
+            return lost_row(path, STATUS_CRASHED, message, 0.0)
+        except Exception as error:
+            cause = getattr(error, "cause", None) or error  # a RayTaskError's own exception
+            message = f"internal error: {type(cause).__name__}: {oneline(cause)}"
+            return lost_row(path, STATUS_ERROR, message, 0.0)
+        # The report as a local scan names it (the worker wrote it under the absolute path).
+        report = report_path(row.path, self._work) if row.report is not None else None
+        return replace(row, report=None if report is None else str(report))
+
+
+def _ray() -> Any:
+    # Ray's own processes log to this process's stderr; a scan's stderr is its warnings.
+    os.environ.setdefault("RAY_BACKEND_LOG_LEVEL", "error")
+    try:
+        import ray  # type: ignore[import-untyped, unused-ignore]
+    except ImportError as error:
+        raise MissingExtra("--engine ray", "ray", f"ray ({error})") from None
+    return ray

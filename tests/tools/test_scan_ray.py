@@ -1,0 +1,129 @@
+"""`postmortem scan --engine ray` on a real Ray cluster (one started on this machine by the
+tests, two CPUs, shared by every test here): the same rows and outputs as a local scan."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import dump_paths
+from tests.tooling import require_module, require_tool
+from tests.tools.test_scan_dask import OOB, _lines, _rows, _untimed, _without, corpus  # noqa: F401
+
+
+@pytest.fixture(scope="module")
+def ray_address():
+    """The address of a Ray started for this module (about 5 s on two cores)."""
+    ray = require_module("ray", "postmortem[ray] runs scans on a Ray cluster")
+    started = time.monotonic()
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    address = ray.get_runtime_context().gcs_address
+    print(f"Ray started in {time.monotonic() - started:.1f} s at {address}")
+    yield address
+    ray.shutdown()
+
+
+def scan(*args: object, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "postmortem", "scan", *map(str, args)],
+        capture_output=True, text=True, timeout=300, cwd=cwd,
+    )  # fmt: skip
+
+
+def _run_both(root: Path, tmp_path: Path, address: str, *args: object) -> dict[str, Path]:
+    """The scan of `root` by each engine, each into a folder of its own, by relative paths."""
+    outs = {}
+    for engine in ("local", "ray"):
+        out = tmp_path / engine
+        out.mkdir()
+        engine_args = ("--engine", "ray", "--address", address) if engine == "ray" else ("-j", 2)
+        result = scan(os.path.relpath(root, out), *args, *engine_args, cwd=out)
+        assert result.returncode in (0, 4), result.stderr
+        assert "Traceback" not in result.stderr
+        outs[engine] = out
+    return outs
+
+
+def test_a_ray_scan_gives_the_rows_and_outputs_of_a_local_scan(ray_address, corpus, tmp_path):  # noqa: F811
+    require_tool("nvdisasm")
+    # GIVEN the fixture corpus with broken dumps, scanned by each engine (relative paths,
+    # per-dump reports, an index and JSON lines)
+    args = ("--no-cache", "--no-gdb", "--format", "md", "-o", "index.md", "--jsonl", "scan.jsonl",
+            "--reports", "reports", "--report-format", "md")  # fmt: skip
+    outs = _run_both(corpus, tmp_path, ray_address, *args)
+    local, ray = (_lines(outs[e] / "scan.jsonl") for e in ("local", "ray"))
+    # THEN the JSON lines are the same, row by row (but for the time each dump took)
+    assert _without(ray, "seconds") == _without(local, "seconds")
+    rows = _rows(outs["ray"] / "scan.jsonl")
+    assert len(rows) == len(dump_paths()) + 3
+    assert sum(r["status"] == "error" for r in rows.values()) == 2
+    # AND so are the index and every per-dump report, file by file
+    assert (outs["ray"] / "index.md").read_text() == (outs["local"] / "index.md").read_text()
+    reports = {e: sorted(p.name for p in (outs[e] / "reports").iterdir()) for e in outs}
+    assert reports["ray"] == reports["local"] and len(reports["ray"]) == len(dump_paths()) + 1
+    for name in reports["ray"]:
+        texts = [_untimed((outs[e] / "reports" / name).read_text()) for e in ("local", "ray")]
+        assert texts[0] == texts[1], name
+
+
+def test_dumps_over_the_time_limit_are_timeout_rows_on_ray(ray_address, tmp_path):
+    # GIVEN dumps whose analysis waits on an "nvdisasm" that takes 5 s
+    root = tmp_path / "dumps"
+    root.mkdir()
+    for name in ("a.nvcudmp", "b.nvcudmp"):
+        (root / name).write_bytes(OOB.read_bytes())
+    slow = tmp_path / "nvdisasm"
+    slow.write_text("#!/bin/sh\nsleep 5\n")
+    slow.chmod(0o755)
+    out = tmp_path / "scan.jsonl"
+    # WHEN each may take half a second
+    result = scan(
+        root, "--engine", "ray", "--address", ray_address, "--no-cache", "--timeout", "0.5",
+        "--nvdisasm", slow, "--format", "json", "-o", out,
+    )  # fmt: skip
+    # THEN each is a timeout row, which says where its analysis was left
+    assert result.returncode == 4, result.stderr
+    rows = _rows(out)
+    assert sorted(Path(p).name for p in rows) == ["a.nvcudmp", "b.nvcudmp"]
+    assert {row["status"] for row in rows.values()} == {"timeout"}
+    assert all(row["error"].startswith("no result within 0.5 s") for row in rows.values())
+    assert all(row["error"].endswith("its Ray worker") for row in rows.values())
+
+
+def test_an_unreachable_ray_address_is_a_one_line_error_within_the_scan_timeout():
+    require_module("ray", "postmortem[ray] runs scans on a Ray cluster")
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    started = time.monotonic()
+    result = scan(OOB.parent, "--no-cache", "--engine", "ray", "--timeout", "2",
+                  "--address", f"127.0.0.1:{port}")  # fmt: skip
+    assert time.monotonic() - started < 30
+    assert result.returncode == 2
+    (line,) = result.stderr.splitlines()
+    assert line.startswith(f"error: --address 127.0.0.1:{port}: cannot reach it: no answer in 2 s")
+
+
+def test_an_address_is_for_engine_ray_and_a_scheduler_for_engine_dask(tmp_path):
+    result = scan(tmp_path, "--address", "127.0.0.1:6379")
+    assert result.returncode == 2 and "--address: is for --engine ray" in result.stderr
+    result = scan(tmp_path, "--engine", "ray", "--scheduler", "tcp://127.0.0.1:8786")
+    assert result.returncode == 2 and "is for --engine dask" in result.stderr
+
+
+def test_without_the_extra_engine_ray_is_a_one_line_error(tmp_path):
+    code = (
+        "import sys; sys.modules['ray'] = None; from postmortem.cli import main; "
+        f"main(['scan', {str(tmp_path)!r}, '--engine', 'ray'], prog_name='postmortem')"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 2
+    (line,) = result.stderr.splitlines()
+    assert "--engine ray needs the ray extra (ray is not installed)" in line
+    assert "pip install 'cuda-postmortem[ray]'" in line
