@@ -82,9 +82,12 @@ class TableIndex:
         cached = self._rows_cache.get(section)
         if cached is not None:
             return cached
+        count = int(self.survey.rows[section])
+        if count <= 0:  # nothing usable: a stride the file cannot hold (2**63) gives no row
+            return []
         layout = t.LAYOUTS[section_type]
         form = layout.row_format(int(self.sections.entsize[section]))
-        records = self.sections.records(section, form.record, int(self.survey.rows[section]))
+        records = self.sections.records(section, form.record, count)
         rows = [dict(zip(form.names, values, strict=True)) for values in records]
         if len(self._rows_cache) > _ROWS_CACHE_LIMIT:
             self._rows_cache.clear()

@@ -13,7 +13,7 @@ from typing import Any
 
 from postmortem.demangle import demangle
 from postmortem.report.textsafe import escape_controls
-from postmortem.report.values import UNKNOWN, Json, dim3_text, hex_text, size_text
+from postmortem.report.values import UNKNOWN, UNKNOWN_KERNEL, Json, dim3_text, hex_text, size_text
 
 
 def render_info_text(summary: Json) -> str:
@@ -165,4 +165,4 @@ def _plural(count: int, word: Any) -> str:
 
 
 def _kernel(mangled: str | None) -> str:
-    return escape_controls(demangle(mangled)) if mangled else "<unknown kernel>"
+    return escape_controls(demangle(mangled)) if mangled else UNKNOWN_KERNEL

@@ -30,7 +30,7 @@ from postmortem._version import __version__
 from postmortem.config import cache_folder
 from postmortem.demangle import collapse_templates, demangle
 from postmortem.report.textsafe import BIDI_AND_SEPARATORS, escape_controls
-from postmortem.report.values import UNKNOWN, hex_text, size_text
+from postmortem.report.values import UNKNOWN, UNKNOWN_KERNEL, dim3_text, hex_text, size_text
 
 if TYPE_CHECKING:
     import jinja2
@@ -199,14 +199,14 @@ def _bytecode_cache() -> jinja2.BytecodeCache | None:
 
 
 def _kernel(mangled: str | None) -> str:
-    return demangle(mangled) if mangled else "<unknown kernel>"
+    return demangle(mangled) if mangled else UNKNOWN_KERNEL
 
 
 @cache
 def _environment(text: bool, color: bool) -> jinja2.Environment:
     env = template_environment(text=text)
     env.filters["style"] = _ansi if color else (lambda text, _: text)
-    env.filters["dim3"] = lambda d: UNKNOWN if d is None else "({},{},{})".format(*d)
+    env.filters["dim3"] = lambda d: UNKNOWN if d is None else dim3_text(d)
     env.filters["hex"] = hex_text
     env.filters["size"] = size_text
     env.filters["kernel"] = _kernel

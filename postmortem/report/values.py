@@ -14,6 +14,7 @@ from postmortem.spelling import dim3_text, size_text
 
 __all__ = [
     "UNKNOWN",
+    "UNKNOWN_KERNEL",
     "Json",
     "dim3_text",
     "dim_or_none",
@@ -29,6 +30,8 @@ __all__ = [
 Json = dict[str, Any]
 
 UNKNOWN = "?"
+UNKNOWN_KERNEL = "<unknown kernel>"
+"""What a report shows where the dump names no kernel."""
 """How every format shows a fact the dump does not hold."""
 
 
