@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from postmortem.analysis.signature import Signature
+from postmortem.scan.build import builds_of
 from postmortem.scan.owners import Ownership
 from postmortem.scan.row import DumpRow
 
@@ -89,6 +90,10 @@ class Group:
     history: History | None = None
     """Its history across the scans of the same roots (`postmortem.scan.history`); None
     without a cache."""
+    builds: int = 0
+    """The distinct builds of the faulting module among its dumps (`postmortem.scan.build`)."""
+    first_build: str | None = None
+    """The build that crashed first: that of the earliest dump with a build key."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,6 +130,7 @@ def _group(rows: list[DumpRow]) -> Group:
     by_time = sorted(rows, key=lambda row: (row.time, row.path))
     ordered = [first] + [row for row in by_time if row is not first]
     hosts = Counter(row.host for row in rows if row.host)
+    builds, first_build = builds_of(rows)  # `rows` are earliest first (`_order`)
     return Group(
         signature=first.signature,
         kernel=first.kernel,
@@ -140,6 +146,8 @@ def _group(rows: list[DumpRow]) -> Group:
         earliest=first.path,
         earliest_source=first.time_source,
         instruction=next((row.instruction for row in ordered if row.instruction), None),
+        builds=builds,
+        first_build=first_build,
     )
 
 

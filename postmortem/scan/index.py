@@ -76,7 +76,7 @@ def dump_view(row: DumpRow, earliest: bool, base: Path | None) -> dict[str, Any]
         "pci_address": None if row.pci_bus_id is None else pci_address(
             row.pci_bus_id, row.pci_dev_id
         ),
-        "sm": row.sm,
+        "sm": row.sm, "build_key": row.build_key,
     }  # fmt: skip
 
 
@@ -92,6 +92,7 @@ def group_view(group: Group, rank: int, base: Path | None) -> dict[str, Any]:
         "pids": list(group.pids), "driver_versions": list(group.driver_versions),
         "devices": list(group.devices), "earliest": group.earliest,
         "earliest_source": group.earliest_source, "instruction": group.instruction,
+        "builds": group.builds, "first_build": group.first_build,
         "fleet_verdict": None if group.blame is None else blame_view(group.blame),
         "owners": None if group.ownership is None else ownership_view(group.ownership),
         "history": None if group.history is None else history_view(group.history),

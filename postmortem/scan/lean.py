@@ -21,6 +21,7 @@ from postmortem.analysis.verdict import decide
 from postmortem.codemap import CodeMap
 from postmortem.coredump import open_coredump
 from postmortem.salvage import dump_findings, lost_rows
+from postmortem.scan.build import build_key
 from postmortem.scan.instruction import InstructionMemo
 from postmortem.summary import summarize
 
@@ -36,6 +37,8 @@ class AtPc:
     note: str | None = None
     retry: bool = False
     """nvdisasm timed out or was killed: the row is not cached, so a later scan tries again."""
+    build_key: str | None = None
+    """The faulting module's build (`postmortem.scan.build.build_key`)."""
 
 
 def lean_analysis(
@@ -61,6 +64,8 @@ def lean_analysis(
         summary = replace(summary, findings=dump_findings(core, code_map))
         if memo is not None and sites and options.localize.disassemble:
             at_pc = AtPc(*memo.row_facts(core, code_map, sites[0], options.localize))
+        if sites:
+            at_pc = replace(at_pc, build_key=build_key(code_map, sites[0].module))
         core.file.check_unchanged()  # an object replaced while read: no row
     verdict = decide(sites, hang, state, lost_rows(summary.findings))
     analysis = Analysis(path, summary, sites, state, hang, None, SKIPPED_GDB, verdict=verdict)

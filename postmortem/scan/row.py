@@ -92,6 +92,9 @@ class DumpRow:
     code_key: str | None = None
     """The faulting function's key in the scan cache's ``code`` table
     (`postmortem.scan.instruction.code_key`): its cubin's content and the function."""
+    build_key: str | None = None
+    """The build of the faulting module (`postmortem.scan.build.build_key`): its cubin's
+    content, load addresses aside; None without a located fault or its module's image."""
     pci_bus_id: int | None = None
     """The PCI bus of the GPU that faulted (of a hang dump: of the first device)."""
     pci_dev_id: int | None = None
@@ -125,6 +128,8 @@ def row_from_dict(data: dict[str, Any]) -> DumpRow:
     fields = dict(data)
     fields["devices"] = tuple(fields["devices"])
     fields["live_kernels"] = tuple(fields["live_kernels"])  # absent: an older row, recomputed
+    if "build_key" not in fields:  # an older row: recomputed
+        raise KeyError("build_key")
     fields["triage"] = None  # never cached (`row_to_dict`)
     signature = fields["signature"]
     if signature is not None:

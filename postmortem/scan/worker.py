@@ -21,14 +21,17 @@ from postmortem.analysis.signature import (
     compute_signature,
     signature_input,
 )
+from postmortem.codemap import CodeMap
+from postmortem.coredump import open_coredump
 from postmortem.cubin.nvdisasm import DisassemblyStore
 from postmortem.demangle import demangle
 from postmortem.errors import NoGpuState, PostmortemError
 from postmortem.findings import Finding, FindingCode
-from postmortem.model import Device
+from postmortem.model import Device, Module
 from postmortem.report.context import build_report
 from postmortem.report.render import render
 from postmortem.report.values import version_or_none
+from postmortem.scan.build import build_key
 from postmortem.scan.fingerprint import fingerprint
 from postmortem.scan.instruction import InstructionMemo
 from postmortem.scan.lean import lean_analysis
@@ -108,7 +111,7 @@ def scan_dump(path: Path, options: WorkOptions, name: str | None = None) -> Dump
             row = _row(shown, _named(found, shown), info, names, options)
             row = replace(
                 row, code_key=at_pc.code_key, instruction=at_pc.instruction,
-                instruction_note=at_pc.note, degraded=at_pc.retry,
+                instruction_note=at_pc.note, degraded=at_pc.retry, build_key=at_pc.build_key,
             )  # fmt: skip
         else:
             analysis = _named(analyze_dump(path, options.analyze), shown)
@@ -116,6 +119,8 @@ def scan_dump(path: Path, options: WorkOptions, name: str | None = None) -> Dump
             site = analysis.sites[0] if analysis.sites else None
             if site is not None and site.instruction is not None:
                 row = replace(row, instruction=site.instruction.text)
+            if site is not None and site.module is not None:
+                row = replace(row, build_key=_build_key(path, site.module))
     except PostmortemError as error:
         # Our errors start with the path; the row already names it.
         message = _oneline(error).removeprefix(f"{path}: ")
@@ -126,6 +131,12 @@ def scan_dump(path: Path, options: WorkOptions, name: str | None = None) -> Dump
         row = error_row(shown, info.st_size, info.st_mtime, STATUS_ERROR, message)
     row = replace(row, seconds=round(time.monotonic() - started, 4), fingerprint=print_)
     return with_names(row, names)
+
+
+def _build_key(path: Path, module: Module) -> str | None:
+    # A full analysis keeps no image bytes: the module's image is read again.
+    with open_coredump(path) as core:
+        return build_key(CodeMap(core), module)
 
 
 # One per worker process and cache file: what it has worked out stays for its next dumps.

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import pytest
+
 from postmortem.analysis.signature import SignatureInput, SignatureRules, compute_signature
 from postmortem.cubin.sass import SourceFrame
 from postmortem.scan.group import coarse_groups, group_rows
@@ -62,3 +64,30 @@ def test_rows_survive_their_json_form():
     assert row_from_dict(row_to_dict(row)) == row
     broken = error_row("x", 1, 2.0, "error", "x: not a CUDA coredump")
     assert row_from_dict(row_to_dict(broken)) == broken
+
+
+def test_a_group_counts_its_builds_and_names_the_first_to_crash():
+    # GIVEN one signature crashing in three builds; the earliest dump by metadata timestamp
+    # is of build "bbbb", although a dump timed only by its mtime is older
+    rows = [
+        replace(_row("late", 300.0), build_key="cccc"),
+        replace(_row("first", 100.0), build_key="bbbb"),
+        replace(_row("mtime-only", 10.0, source="mtime"), build_key="aaaa"),
+        replace(_row("again", 200.0), build_key="bbbb"),
+        _row("no-module", 50.0),
+    ]
+    # WHEN grouped
+    (group,) = group_rows(rows)
+    # THEN the group spans three builds, and "bbbb" crashed first
+    assert (group.builds, group.first_build) == (3, "bbbb")
+    # AND without build keys there are no builds to name
+    (bare,) = group_rows([_row("x", 1.0)])
+    assert (bare.builds, bare.first_build) == (0, None)
+
+
+def test_a_cached_row_without_a_build_key_is_analyzed_again():
+    data = row_to_dict(replace(_row("a", 1.0), build_key="ab12"))
+    assert row_from_dict(data).build_key == "ab12"
+    del data["build_key"]
+    with pytest.raises(KeyError):
+        row_from_dict(data)
