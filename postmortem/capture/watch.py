@@ -398,6 +398,10 @@ def process_alive(pid: int) -> Callable[[], bool]:
     def alive() -> bool:
         if started is not None:
             return _start_ticks(pid) == started
+        # No start time was read (the first look raced its start, or /proc is elsewhere): a
+        # zombie still answers kill(0), so its /proc state decides where there is one.
+        if Path(f"/proc/{pid}/stat").exists() and _start_ticks(pid) is None:
+            return False
         try:
             os.kill(pid, 0)
         except ProcessLookupError:
