@@ -25,3 +25,17 @@ def dim3_text(value: Sequence[int | None] | None) -> str:
     if value is None:
         return "(?)"
     return "({},{},{})".format(*("?" if part is None else part for part in value))
+
+
+SHOWN_BLOCKS = 4
+"""Blocks a finding names before it counts the rest."""
+
+
+def blocks_text(blocks: Sequence[Sequence[int | None]]) -> str:
+    """The blocks a finding is about: ``block (1,0,0)``, or ``3 blocks ((1,0,0), (2,0,0),
+    (4,0,0)), each`` (past `SHOWN_BLOCKS`, ``and N more``)."""
+    shown = ", ".join(dim3_text(b) for b in blocks[:SHOWN_BLOCKS])
+    if len(blocks) == 1:
+        return f"block {shown}"
+    more = len(blocks) - SHOWN_BLOCKS
+    return f"{len(blocks)} blocks ({shown}{f' and {more} more' if more > 0 else ''}), each"

@@ -41,7 +41,7 @@ from postmortem.cubin.nvdisasm import Disassembly
 from postmortem.cubin.sass import SassInstruction, SassListing, SourceFrame
 from postmortem.findings import Finding, FindingCode, Severity
 from postmortem.model import SM, CodeLocation, Dim3, Lane
-from postmortem.spelling import dim3_text
+from postmortem.spelling import SHOWN_BLOCKS, blocks_text, dim3_text
 
 _LOOP_SPAN = 32  # instructions: longer loops are not "spinning in place"
 _LABEL = re.compile(r"`\((?P<label>[^)]+)\)")
@@ -363,10 +363,6 @@ def _where(offset: int, groups: dict[int, StuckGroup]) -> str:
     return text
 
 
-_SHOWN_BLOCKS = 4
-"""Blocks whose warps are listed in a divergent-barrier finding; the others are counted."""
-
-
 def _divergent_barriers(warps: Sequence[WarpPcs], groups: dict[int, StuckGroup]) -> list[Finding]:
     by_block: dict[Dim3, list[WarpPcs]] = defaultdict(list)
     for warp in warps:
@@ -403,19 +399,13 @@ def _divergent_finding(
     splits: list[_Split], barrier: int, others: tuple[int, ...], groups: dict[int, StuckGroup]
 ) -> Finding:
     first = splits[0]
-    blocks = ", ".join(dim3_text(s.block) for s in splits[:_SHOWN_BLOCKS])
-    more = len(splits) - _SHOWN_BLOCKS
-    where = (
-        f"block {blocks}"
-        if len(splits) == 1
-        else f"{len(splits)} blocks ({blocks}{f' and {more} more' if more > 0 else ''}), each"
-    )
+    where = blocks_text([s.block for s in splits])
     evidence = [f"the barrier: {_where(barrier, groups)}; elsewhere: "
                 + "; ".join(_where(o, groups) for o in others)]  # fmt: skip
     evidence += [
         f"block {dim3_text(s.block)}: warps {', '.join(str(w.warp_id) for w in s.waiting)} "
         f"at the barrier, warps {', '.join(str(w.warp_id) for w in s.elsewhere)} elsewhere"
-        for s in splits[:_SHOWN_BLOCKS]
+        for s in splits[:SHOWN_BLOCKS]
     ]
     said = groups[barrier].driver_barrier if barrier in groups else None
     evidence += [f"the driver's warp rows of the waiting warps: at a {said}"] if said else []
@@ -460,12 +450,7 @@ def _named_finding(
     splits: list[_Split], group: StuckGroup, starved: bool, groups: dict[int, StuckGroup]
 ) -> Finding:
     first = splits[0]
-    blocks = ", ".join(dim3_text(s.block) for s in splits[:_SHOWN_BLOCKS])
-    more = len(splits) - _SHOWN_BLOCKS
-    where = (
-        f"block {blocks}" if len(splits) == 1
-        else f"{len(splits)} blocks ({blocks}{f' and {more} more' if more > 0 else ''}), each"
-    )  # fmt: skip
+    where = blocks_text([s.block for s in splits])
     name = "named barrier" + ("" if group.barrier_id is None else f" {group.barrier_id}")
     count = group.barrier_threads
     counted = (
@@ -480,7 +465,7 @@ def _named_finding(
         f"at the barrier"
         + (f", warps {', '.join(str(w.warp_id) for w in s.elsewhere)} elsewhere"
            if s.elsewhere else "")
-        for s in splits[:_SHOWN_BLOCKS]
+        for s in splits[:SHOWN_BLOCKS]
     ]  # fmt: skip
     if starved:
         return Finding(

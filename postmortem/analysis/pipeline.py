@@ -26,7 +26,7 @@ from postmortem.analysis.state import WarpPcs
 from postmortem.cubin.sass import SassInstruction, SassListing
 from postmortem.findings import Finding, FindingCode, Severity
 from postmortem.model import Dim3
-from postmortem.spelling import dim3_text
+from postmortem.spelling import blocks_text, dim3_text
 
 PRODUCER = "producer"
 CONSUMER = "consumer"
@@ -36,7 +36,6 @@ _SCAN = 512  # instructions looked at ahead of a PC for its role
 _JUMPS = 16  # unconditional branches followed
 _LOOP = 6  # instructions of an mbarrier retry loop
 _LABEL = re.compile(r"`\((?P<label>[^)]+)\)")
-_SHOWN_BLOCKS = 4
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,12 +194,7 @@ def _finding(
     block_warps: int | None,
 ) -> Finding:
     block, placed = blocks[0]
-    shown = ", ".join(dim3_text(b) for b, _ in blocks[:_SHOWN_BLOCKS])
-    more = len(blocks) - _SHOWN_BLOCKS
-    scope = (
-        f"block {shown}" if len(blocks) == 1
-        else f"{len(blocks)} blocks ({shown}{f' and {more} more' if more > 0 else ''}), each"
-    )  # fmt: skip
+    scope = blocks_text([b for b, _ in blocks])
     waiting = [p for p in placed if p.wait is not None]
     others = [p for p in placed if p.wait is None]
     evidence = [_line(p, where) for p in placed]
