@@ -19,12 +19,18 @@ flagged in plain words, each with the evidence and with what the evidence does n
 
 from __future__ import annotations
 
-import re
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
 
+from postmortem.analysis.barriers import (
+    barrier_kind,
+    barrier_operands,
+    driver_barrier,
+    in_polling_loop,
+    polling_loop_start,
+)
 from postmortem.analysis.calls import CallStack, unwind_lane
 from postmortem.analysis.collective import is_collective
 from postmortem.analysis.disassembly import disassemble_function
@@ -42,9 +48,6 @@ from postmortem.cubin.sass import SassInstruction, SassListing, SourceFrame
 from postmortem.findings import Finding, FindingCode, Severity
 from postmortem.model import SM, CodeLocation, Dim3, Lane
 from postmortem.spelling import SHOWN_BLOCKS, blocks_text, dim3_text
-
-_LOOP_SPAN = 32  # instructions: longer loops are not "spinning in place"
-_LABEL = re.compile(r"`\((?P<label>[^)]+)\)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -192,7 +195,7 @@ def _groups(
                 instruction, chain,
                 quote(chain, options.source_dirs, options.path_maps) if chain else (),
                 "mbarrier" if waits else barrier_kind(instruction),
-                listing is not None and not waits and _in_polling_loop(listing, group.offset),
+                listing is not None and not waits and in_polling_loop(listing, group.offset),
                 named.names,
                 *barrier_operands(instruction),
                 role_at(listing, group.offset) if listing is not None else None,
@@ -253,20 +256,9 @@ def _collective(
     return collective_finding(groups[next(iter(groups))].kernel, polled, len(waiting), places)
 
 
-_SCOPES = {1: "warp", 2: "warp group", 3: "block", 4: "cluster", 5: "kernel"}
-"""CUDBGBarrierScope (r590+), as the driver's warp rows give it."""
-
-
 def _with_driver_barrier(group: StuckGroup, warps: Sequence[WarpPcs]) -> StuckGroup:
-    # Said only when every warp of the group whose row holds the field agrees.
-    here = [w for w in warps if w.lanes_at and w.lanes_at[0][0] == group.offset]
-    scopes = {w.barrier_scope for w in here if w.barrier_scope is not None}
-    if len(scopes) != 1 or not (scope := scopes.pop()):
-        return group
-    infos = sorted({w.barrier_info for w in here if w.barrier_info})
-    said = f"{_SCOPES.get(scope, f'scope {scope}')}-wide barrier"
-    said += f" ({'; '.join(infos)})" if infos else ""
-    return replace(group, driver_barrier=said)
+    said = driver_barrier(warps, group.offset)
+    return group if said is None else replace(group, driver_barrier=said)
 
 
 def _block_warps(core: Coredump, device: int, grid_id: int) -> int | None:
@@ -283,64 +275,6 @@ def _native(
     summary = code_map.summary(location.module)
     inner = summary.find_function(location.section_address + offset) if summary else None
     return line_table_chain(code_map, location.module, inner or function, offset, finder)
-
-
-def barrier_operands(instruction: SassInstruction | None) -> tuple[int | None, int | None]:
-    """(barrier id, thread count) of a `BAR` instruction, each None when absent or held in
-    a register (`BAR.SYNC R3, R4`)."""
-    if instruction is None or instruction.base_opcode != "BAR":
-        return None, None
-    values = [_immediate(op) for op in instruction.operands[:2]]
-    values += [None] * (2 - len(values))
-    return values[0], values[1]
-
-
-def _immediate(operand: str) -> int | None:
-    text = operand.strip().rstrip(";").strip()
-    try:
-        return int(text, 16) if text.lower().startswith("0x") else int(text)
-    except ValueError:
-        return None
-
-
-def barrier_kind(instruction: SassInstruction | None) -> str | None:
-    """ "cta" for the block-wide barrier wait (`__syncthreads()`), "named" for a barrier
-    only some warps meet at, "convergence" for a warp one, else None."""
-    if instruction is None:
-        return None
-    base, modifiers = instruction.base_opcode, instruction.modifiers
-    if base == "BAR" and "ARV" not in modifiers:
-        # BAR.SYNC, BAR.RED.*, BAR.SYNC.DEFER_BLOCKING; BAR.ARV does not wait. Barrier 0
-        # with no count is __syncthreads(); an id or a count names its participants.
-        barrier, count = barrier_operands(instruction)
-        whole = barrier == 0 and count is None and len(instruction.operands) <= 1
-        return "cta" if whole or "RED" in modifiers else "named"
-    if base in {"BSYNC", "WARPSYNC"}:
-        return "convergence"
-    if base == "UCGABAR_WAIT":  # the cluster barrier (barrier.cluster.wait): every CTA of it
-        return "cluster"
-    return None
-
-
-def _in_polling_loop(listing: SassListing, offset: int) -> bool:
-    return polling_loop_start(listing, offset) is not None
-
-
-def polling_loop_start(listing: SassListing, offset: int) -> int | None:
-    """The first offset of the short backward loop that holds `offset` and reads memory."""
-    labels = {label: i.offset for i in listing.instructions for label in i.labels}
-    for branch in listing.instructions:
-        if branch.base_opcode not in {"BRA", "JMP"} or branch.offset < offset:
-            continue
-        target = next(
-            (labels.get(m["label"]) for op in branch.operands if (m := _LABEL.search(op))), None
-        )
-        if target is None or target > offset or branch.offset - target > 16 * _LOOP_SPAN:
-            continue
-        body = [i for i in listing.instructions if target <= i.offset <= branch.offset]
-        if any(i.base_opcode.startswith("LD") for i in body):
-            return target
-    return None
 
 
 def _findings(

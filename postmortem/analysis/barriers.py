@@ -1,0 +1,94 @@
+"""What a stuck warp's instruction waits on, read from the SASS and the driver's warp rows.
+
+`BAR.SYNC 0` with no thread count is `__syncthreads()`; an id or a count names a barrier only
+its participants meet at; `UCGABAR_WAIT` is the cluster's; `BSYNC`/`WARPSYNC` reconverge a
+warp. A short backward loop that reads memory is a polling loop. From r590 the driver's warp
+rows say it too (barrierScope, additionalBarrierInfo).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from postmortem.analysis.state import WarpPcs
+from postmortem.cubin.sass import SassInstruction, SassListing
+
+_LOOP_SPAN = 32  # instructions: longer loops are not "spinning in place"
+_LABEL = re.compile(r"`\((?P<label>[^)]+)\)")
+
+
+def barrier_operands(instruction: SassInstruction | None) -> tuple[int | None, int | None]:
+    """(barrier id, thread count) of a `BAR` instruction, each None when absent or held in
+    a register (`BAR.SYNC R3, R4`)."""
+    if instruction is None or instruction.base_opcode != "BAR":
+        return None, None
+    values = [_immediate(op) for op in instruction.operands[:2]]
+    values += [None] * (2 - len(values))
+    return values[0], values[1]
+
+
+def _immediate(operand: str) -> int | None:
+    text = operand.strip().rstrip(";").strip()
+    try:
+        return int(text, 16) if text.lower().startswith("0x") else int(text)
+    except ValueError:
+        return None
+
+
+def barrier_kind(instruction: SassInstruction | None) -> str | None:
+    """ "cta" for the block-wide barrier wait (`__syncthreads()`), "named" for a barrier
+    only some warps meet at, "cluster" for the cluster's, "convergence" for a warp's, else
+    None."""
+    if instruction is None:
+        return None
+    base, modifiers = instruction.base_opcode, instruction.modifiers
+    if base == "BAR" and "ARV" not in modifiers:
+        # BAR.SYNC, BAR.RED.*, BAR.SYNC.DEFER_BLOCKING; BAR.ARV does not wait. Barrier 0
+        # with no count is __syncthreads(); an id or a count names its participants.
+        barrier, count = barrier_operands(instruction)
+        whole = barrier == 0 and count is None and len(instruction.operands) <= 1
+        return "cta" if whole or "RED" in modifiers else "named"
+    if base in {"BSYNC", "WARPSYNC"}:
+        return "convergence"
+    if base == "UCGABAR_WAIT":  # the cluster barrier (barrier.cluster.wait): every CTA of it
+        return "cluster"
+    return None
+
+
+def in_polling_loop(listing: SassListing, offset: int) -> bool:
+    """The PC lies in a short backward loop that reads memory."""
+    return polling_loop_start(listing, offset) is not None
+
+
+def polling_loop_start(listing: SassListing, offset: int) -> int | None:
+    """The first offset of the short backward loop that holds `offset` and reads memory."""
+    labels = {label: i.offset for i in listing.instructions for label in i.labels}
+    for branch in listing.instructions:
+        if branch.base_opcode not in {"BRA", "JMP"} or branch.offset < offset:
+            continue
+        target = next(
+            (labels.get(m["label"]) for op in branch.operands if (m := _LABEL.search(op))), None
+        )
+        if target is None or target > offset or branch.offset - target > 16 * _LOOP_SPAN:
+            continue
+        body = [i for i in listing.instructions if target <= i.offset <= branch.offset]
+        if any(i.base_opcode.startswith("LD") for i in body):
+            return target
+    return None
+
+
+_SCOPES = {1: "warp", 2: "warp group", 3: "block", 4: "cluster", 5: "kernel"}
+"""CUDBGBarrierScope (r590+), as the driver's warp rows give it."""
+
+
+def driver_barrier(warps: Sequence[WarpPcs], offset: int) -> str | None:
+    """What the driver's warp rows (r590+) say of the warps at `offset`: the barrier's scope
+    in words and the rows' own text; said only when every row that holds the field agrees."""
+    here = [w for w in warps if w.lanes_at and w.lanes_at[0][0] == offset]
+    scopes = {w.barrier_scope for w in here if w.barrier_scope is not None}
+    if len(scopes) != 1 or not (scope := scopes.pop()):
+        return None
+    infos = sorted({w.barrier_info for w in here if w.barrier_info})
+    said = f"{_SCOPES.get(scope, f'scope {scope}')}-wide barrier"
+    return said + (f" ({'; '.join(infos)})" if infos else "")
