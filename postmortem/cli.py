@@ -584,6 +584,11 @@ def extract(core: Path, out_dir: Path, force: bool, debug: bool) -> None:
     "--address", metavar="HOST:PORT",
     help="The Ray cluster (--engine ray; default: RAY_ADDRESS, else a Ray started here).",
 )  # fmt: skip
+@click.option(
+    "--host-log", "host_logs", multiple=True, metavar="FILE", type=click.Path(path_type=Path),
+    help="A kernel log (dmesg, journalctl -k): its Xid 13/31/43/79 lines are joined to the "
+    "GPUs that faulted, by PCI address. Repeatable.",
+)  # fmt: skip
 @_sentry_option
 @click.option(
     "--owners",
@@ -617,6 +622,7 @@ def scan(
     engine: str,
     scheduler: str | None,
     address: str | None,
+    host_logs: tuple[Path, ...],
     sentry_dsn: str | None,
     owners: Path | None,
     no_disasm: bool,
@@ -649,7 +655,7 @@ def scan(
         report_format=report_format, jsonl=jsonl, since=since, timeout_s=timeout, rules=rules,
         name_patterns=name_patterns, follow_symlinks=follow_symlinks, cache_path=cache_path,
         use_cache=not no_cache, engine=engine, scheduler=scheduler, address=address,
-        sentry_dsn=sentry_dsn, incident=incident, owners=owners,
+        host_logs=host_logs, sentry_dsn=sentry_dsn, incident=incident, owners=owners,
     )  # fmt: skip
     tools = analyze_options(
         _tools(no_disasm, nvdisasm, no_gdb, cuda_gdb, None, source_dirs, path_maps)

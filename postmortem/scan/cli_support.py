@@ -15,6 +15,7 @@ from pathlib import Path
 from postmortem.analysis.analyze import AnalyzeOptions
 from postmortem.analysis.signature import Signature, SignatureRules, load_rules
 from postmortem.errors import BadOption, ExitStatus, PostmortemError, UnreadableFile
+from postmortem.host.reader import host_log_problem
 from postmortem.report.render import formats
 from postmortem.report.textsafe import escape_controls
 from postmortem.scan.cache import default_cache_path
@@ -78,6 +79,8 @@ class ScanSettings:
     """The Dask scheduler's address, for --engine dask."""
     address: str | None = None
     """The Ray cluster's address, for --engine ray (None: Ray's default)."""
+    host_logs: tuple[Path, ...] = ()
+    """Kernel logs whose Xid lines are joined to the GPUs that faulted (--host-log)."""
     sentry_dsn: str | None = None
     """Send one event per dump to this Sentry project."""
     incident: bool = False
@@ -149,6 +152,10 @@ def scan_request(
     fmt, reports = settings.fmt, settings.reports_dir
     report_format = settings.report_format or ("text" if fmt == "text" else fmt)
     _check_outputs(settings)
+    for log in settings.host_logs:
+        problem = host_log_problem(log)
+        if problem is not None:
+            raise BadOption("--host-log", f"{log}: {problem}")
     if reports is not None:
         try:
             reports.mkdir(parents=True, exist_ok=True)
@@ -165,6 +172,7 @@ def scan_request(
         work, jobs=settings.jobs or _usable_cpus(), timeout_s=settings.timeout_s,
         follow_symlinks=settings.follow_symlinks, since=since, cache_path=cache, engine=engine,
         sentry=sentry, owners=load_owners(settings.owners) if settings.owners else None,
+        host_logs=settings.host_logs,
     )  # fmt: skip
     outputs = ScanOutputs(fmt, settings.output, settings.jsonl, tty, settings.incident)
     return ScanRequest(roots, options, outputs)

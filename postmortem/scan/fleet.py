@@ -27,6 +27,7 @@ from dataclasses import dataclass, replace
 
 from postmortem.scan.group import Blame, Group
 from postmortem.scan.row import DumpRow
+from postmortem.scan.xid import HostXid
 
 MIN_DUMPS = 3
 """Fewer dumps than this in a group or on a GPU: too few to tell."""
@@ -60,6 +61,8 @@ class Gpu:
     sms: tuple[tuple[int, int], ...]
     """SMs and how many faults each, most first."""
     blame: Blame
+    xids: tuple[tuple[int, int], ...] = ()
+    """Xids of the host logs (`scan --host-log`) joined to it, and how many lines each."""
 
 
 def gpu_id(row: DumpRow) -> str | None:
@@ -200,3 +203,27 @@ def _gpu_blame(
         )
         return replace(blame, kind=CODE, reason=why)
     return replace(blame, reason=f"{_dumps(count)} in {len(signatures)} signature(s): no pattern")
+
+
+def join_xids(gpus: Sequence[Gpu], xids: Sequence[HostXid]) -> tuple[tuple[Gpu, ...], int]:
+    """`gpus` each with the Xid lines of its PCI bus and device (and host, where both the
+    line and the dump's name give one), and how many lines joined no GPU."""
+    joined: dict[str, Counter[int]] = defaultdict(Counter)
+    alone = 0
+    for xid in xids:
+        matches = [gpu.id for gpu in gpus if _same_gpu(gpu, xid)]
+        for gid in matches:
+            joined[gid][xid.xid] += 1
+        alone += not matches
+    return tuple(
+        replace(gpu, xids=tuple(sorted(joined[gpu.id].items()))) if gpu.id in joined else gpu
+        for gpu in gpus
+    ), alone
+
+
+def _same_gpu(gpu: Gpu, xid: HostXid) -> bool:
+    if gpu.pci_bus_id != xid.pci_bus_id:
+        return False
+    if xid.pci_dev_id is not None and (gpu.pci_dev_id or 0) != xid.pci_dev_id:
+        return False
+    return xid.host is None or gpu.host is None or xid.host == gpu.host

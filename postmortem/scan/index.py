@@ -138,6 +138,7 @@ def gpu_view(gpu: Gpu) -> dict[str, Any]:
         "signatures": [{"id": sid, "count": count} for sid, count in gpu.signatures],
         "sms": [{"sm": sm, "count": count} for sm, count in gpu.sms],
         "fleet_verdict": blame_view(gpu.blame),
+        "xids": [{"xid": xid, "count": count} for xid, count in gpu.xids],
     }  # fmt: skip
 
 
@@ -158,10 +159,18 @@ def summary_view(result: ScanResult) -> dict[str, Any]:
         "found": result.found, "left_out": result.left_out, "interrupted": result.interrupted,
         "cache_hits": result.cache_hits, "seconds": round(result.seconds, 3),
         "gpus": [gpu_view(gpu) for gpu in result.gpus],
+        "host_xids": None if result.host_xids is None else {
+            "lines": result.host_xids[0], "unjoined": result.host_xids[1],
+        },
     }  # fmt: skip
 
 
 _KINDS = (HARDWARE, CODE, UNCLEAR, TOO_FEW)
+
+
+def _notable(gpus: tuple[Gpu, ...]) -> list[Gpu]:
+    acted_on = [gpu for kind in (HARDWARE, UNCLEAR) for gpu in gpus if gpu.blame.kind == kind]
+    return acted_on + [gpu for gpu in gpus if gpu.xids and gpu not in acted_on]
 
 
 def build_index(result: ScanResult, base: Path | None = None) -> dict[str, Any]:
@@ -183,13 +192,9 @@ def build_index(result: ScanResult, base: Path | None = None) -> dict[str, Any]:
         "fleet": {
             "gpus": len(result.gpus),
             "kinds": [{"kind": kind, "count": kinds[kind]} for kind in _KINDS if kinds[kind]],
-            # the GPUs a reader acts on: judged hardware, then the ones left unclear
-            "notable": [
-                gpu_view(gpu)
-                for kind in (HARDWARE, UNCLEAR)
-                for gpu in result.gpus
-                if gpu.blame.kind == kind
-            ],
+            # the GPUs a reader acts on: judged hardware, then the ones left unclear, then
+            # the others that the host logs' Xid lines name
+            "notable": [gpu_view(gpu) for gpu in _notable(result.gpus)],
         },
         "groups": [group_view(g, i + 1, base) for i, g in enumerate(result.groups)],
         "coarse": [_coarse_view(c) for c in result.coarse],

@@ -21,7 +21,7 @@ from postmortem.scan.cache import FileState, ScanCache
 from postmortem.scan.discover import Candidate, iter_dumps
 from postmortem.scan.engine import EngineChoice, open_engine
 from postmortem.scan.fingerprint import fingerprint
-from postmortem.scan.fleet import Gpu, judge_fleet
+from postmortem.scan.fleet import Gpu, join_xids, judge_fleet
 from postmortem.scan.group import CoarseGroup, Group, coarse_groups, group_rows
 from postmortem.scan.history import ScanHistory, apply_history
 from postmortem.scan.instruction import fill_instructions
@@ -30,6 +30,7 @@ from postmortem.scan.owners import OwnerRule, owners_of
 from postmortem.scan.row import STATUS_ERROR, STATUS_OK, DumpRow, error_row
 from postmortem.scan.sentry import SentrySink, SentryTarget
 from postmortem.scan.worker import REPORT_FAILED, WorkOptions, report_path, with_names
+from postmortem.scan.xid import read_host_xids
 from postmortem.tools import find_tool, tool_version
 from postmortem.urls import DumpUrl, absolute_path
 
@@ -59,6 +60,8 @@ class ScanOptions:
     """Send one event per dump there (`--sentry-dsn`); `work.triage` must be set."""
     owners: tuple[OwnerRule, ...] | None = None
     """The rules of an owners file (`--owners`): each group is given its owners."""
+    host_logs: tuple[Path, ...] = ()
+    """Kernel logs (`--host-log`) whose Xid lines are joined to the GPUs that faulted."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +86,9 @@ class ScanResult:
     """What went wrong besides the dumps, one line each (a Sentry that was not reached)."""
     history: ScanHistory | None = None
     """This scan among the scans of the same roots; None without a cache."""
+    host_xids: tuple[int, int] | None = None
+    """With `--host-log`: the Xid lines read (of `postmortem.scan.xid.JOINED_XIDS`), and
+    how many of them joined no GPU that faulted."""
 
     @property
     def errors(self) -> tuple[DumpRow, ...]:
@@ -157,6 +163,8 @@ def run_scan(
     kept = _since_kept(rows, todo, options.since)
     kept.sort(key=lambda r: r.path)
     groups, gpus = judge_fleet(kept, group_rows(kept))
+    xids = read_host_xids(options.host_logs) if options.host_logs else None
+    gpus, unjoined = join_xids(gpus, xids or ())
     if options.owners is not None:
         rules = options.owners
         groups = tuple(replace(g, ownership=owners_of(g.signature, rules)) for g in groups)
@@ -165,7 +173,7 @@ def run_scan(
         groups, scans = apply_history(cache.path, roots, groups, kept, record=not interrupted)
     return ScanResult(
         rows=tuple(kept), groups=groups, coarse=coarse_groups(groups), gpus=gpus, history=scans,
-        found=len(candidates),
+        host_xids=None if xids is None else (len(xids), unjoined), found=len(candidates),
         left_out=len(candidates) - len(todo) + len(rows) - len(kept), interrupted=interrupted,
         seconds=time.monotonic() - started, cache_hits=hits,
         warnings=(
