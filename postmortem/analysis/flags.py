@@ -24,6 +24,8 @@ from postmortem.model import Dim3, Lane, Warp
 from postmortem.spelling import dim3_text
 
 _SHOWN = 4
+_SHARED_WINDOW = 1 << 20
+"""No block's shared memory window is larger (228 KiB on sm_90)."""
 _ZERO = frozenset({"RZ", "URZ"})
 
 
@@ -82,6 +84,27 @@ def polled_flags(
             for lane in lanes_at(core, warp, section_address + offset)
         )
     return found
+
+
+def waited_word(
+    core: Coredump, device: int, member: WarpPcs, wait: SassInstruction, pc: int
+) -> str | None:
+    """Where the first lane of `member` at `pc` finds the mbarrier `wait` tests: its shared
+    address from the lane's registers, and the barrier's 64-bit word when the dump holds
+    the block's shared memory; None when the registers are not in the dump."""
+    warp = find_warp(core, device, member.sm_id, member.warp_id)
+    lane = next(iter(lanes_at(core, warp, pc)), None) if warp else None
+    if warp is None or lane is None:
+        return None
+    polled = _polled(wait, lane, core.registers(lane), core.uniform_registers(warp))
+    if polled.address is None or polled.address >= _SHARED_WINDOW:
+        return None  # not in the dump, or not a shared address (a register reused since)
+    text = f"shared 0x{polled.address:x} ({polled.formula})"
+    shared = core.shared_memory(warp)
+    if shared is not None and polled.address + 8 <= len(shared):
+        word = int.from_bytes(shared[polled.address : polled.address + 8], "little")
+        text += f", its word 0x{word:016x}"
+    return text
 
 
 def loop_load(listing: SassListing, offset: int, loop_start: int | None) -> SassInstruction | None:

@@ -35,7 +35,7 @@ from postmortem.analysis.calls import CallStack, unwind_lane
 from postmortem.analysis.collective import is_collective
 from postmortem.analysis.disassembly import disassemble_function
 from postmortem.analysis.fault import LocalizeOptions
-from postmortem.analysis.flags import collective_finding, loop_load, polled_flags
+from postmortem.analysis.flags import collective_finding, loop_load, polled_flags, waited_word
 from postmortem.analysis.inline import FrameName, NamedChain, line_table_chain, reconcile
 from postmortem.analysis.pipeline import mbarrier_wait, pipeline_findings, role_at
 from postmortem.analysis.source import FunctionAt, QuotedLine, function_finder, quote
@@ -145,7 +145,14 @@ def analyze_hang(
         if listing is not None:
             where = {offset: _where(offset, by_offset) for offset in by_offset}
             block_warps = _block_warps(core, device, grid_id)
-            findings.extend(pipeline_findings(members, listing, block_warps, where))
+            base = code[0].section_address if code is not None else None
+            describe = (
+                None if base is None
+                else lambda w, wait, b=base, d=device: waited_word(
+                    core, d, w, wait.instruction, b + w.lanes_at[0][0]
+                )
+            )  # fmt: skip
+            findings.extend(pipeline_findings(members, listing, block_warps, where, describe))
     groups.sort(key=lambda g: (-g.lanes, g.device_index, g.grid_id, g.offset))
     # Grids of one kernel share one (memoized) disassembly: listed once.
     unique = tuple({id(d): d for d in listings}.values())

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from postmortem.analysis.state import WarpPcs
@@ -139,11 +139,13 @@ def pipeline_findings(
     listing: SassListing,
     block_warps: int | None,
     where: Mapping[int, str],
+    describe_wait: Callable[[WarpPcs, MbarrierWait], str | None] | None = None,
 ) -> list[Finding]:
     """The mbarrier findings of one grid's warps: blocks alike are one finding.
 
     `block_warps` is how many warps a block of the launch has (None: unknown); `where`
-    describes a PC offset for the evidence (instruction and source line).
+    describes a PC offset for the evidence (instruction and source line); `describe_wait`
+    says where a warp's barrier is (its shared address and word, from the dump).
     """
     by_block: dict[Dim3, list[WarpPcs]] = defaultdict(list)
     for warp in warps:
@@ -164,7 +166,7 @@ def pipeline_findings(
         )
         patterns[key].append((block, placed))
     return [
-        _finding(str(key[0]), blocks, where, block_warps)
+        _finding(str(key[0]), blocks, where, block_warps, describe_wait)
         for key, blocks in patterns.items()
         if key[0] is not None
     ]
@@ -192,12 +194,13 @@ def _finding(
     blocks: list[tuple[Dim3, list[WarpAt]]],
     where: Mapping[int, str],
     block_warps: int | None,
+    describe_wait: Callable[[WarpPcs, MbarrierWait], str | None] | None,
 ) -> Finding:
     block, placed = blocks[0]
     scope = blocks_text([b for b, _ in blocks])
     waiting = [p for p in placed if p.wait is not None]
     others = [p for p in placed if p.wait is None]
-    evidence = [_line(p, where) for p in placed]
+    evidence = [_line(p, where, describe_wait) for p in placed]
     if block_warps is not None:
         evidence.append(
             f"block {dim3_text(block)}: {len(placed)} of the launch's {block_warps} warps live"
@@ -244,12 +247,17 @@ def _finding(
     )  # fmt: skip
 
 
-def _line(p: WarpAt, where: Mapping[int, str]) -> str:
+def _line(
+    p: WarpAt,
+    where: Mapping[int, str],
+    describe_wait: Callable[[WarpPcs, MbarrierWait], str | None] | None,
+) -> str:
     offset = p.warp.lanes_at[0][0]
     role = f" ({p.role})" if p.role else ""
     text = where.get(offset, f"0x{offset:04x}")
     waits = f", waiting on {p.wait.operand}" if p.wait else ""
-    return f"warp {p.warp.warp_id}{role} at {text}{waits}"
+    found = describe_wait(p.warp, p.wait) if p.wait and describe_wait else None
+    return f"warp {p.warp.warp_id}{role} at {text}{waits}{f' = {found}' if found else ''}"
 
 
 def _roles(placed: Sequence[WarpAt]) -> str:

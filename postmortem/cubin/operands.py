@@ -68,7 +68,8 @@ class MemoryAccess:
     """``global``, ``shared``, ``local``, ``constant``, ``generic``, ``bulk`` (TMA and bulk
     copies) or ``tensor-memory``."""
     kind: str
-    """``load``, ``store``, ``atomic``, ``reduction``, ``bulk-copy`` or ``prefetch``."""
+    """``load``, ``store``, ``atomic``, ``reduction``, ``bulk-copy``, ``prefetch`` or
+    ``barrier`` (an mbarrier's word)."""
     width_bytes: int | None
     """Bytes accessed per thread at the address (``.128`` → 16, ``.U8`` → 1, default 4);
     a row of 16 bytes per lane for ``LDSM``/``STSM``; None for bulk and tensor copies."""
@@ -109,6 +110,8 @@ _OPCODES: dict[str, tuple[str, str]] = {
     "UTMALDG": ("bulk", "bulk-copy"), "UTMASTG": ("bulk", "bulk-copy"),
     "UTMAREDG": ("bulk", "reduction"), "UTMAPF": ("bulk", "prefetch"),
     "UBLKCP": ("bulk", "bulk-copy"), "UBLKRED": ("bulk", "reduction"),
+    # An mbarrier's 64-bit word in shared memory: arrivals, phase checks (`SYNCS.*`).
+    "SYNCS": ("shared", "barrier"),
     "UBLKPF": ("bulk", "prefetch"), "LDTM": ("tensor-memory", "load"),
     "STTM": ("tensor-memory", "store"),
 }  # fmt: skip
@@ -186,6 +189,8 @@ def _width(base_opcode: str, space: str, modifiers: tuple[str, ...]) -> int | No
         return None
     if base_opcode in ("LDSM", "STSM"):
         return _MATRIX_ROW_BYTES  # their ".16" is the element size, not the access
+    if base_opcode == "SYNCS":
+        return 8  # the mbarrier word
     for modifier in modifiers:
         if modifier in _WIDTHS:
             return _WIDTHS[modifier]

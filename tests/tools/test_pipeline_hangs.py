@@ -112,3 +112,30 @@ def test_consumers_whose_producer_exited_are_a_stalled_pipeline():
     assert stalled.severity is Severity.WARNING
     assert any("8 of the launch's 12 warps live" in e for e in stalled.evidence)
     assert not {f.code for f in analysis.hang.findings} & {FindingCode.CIRCULAR_WAIT}
+
+
+def test_a_consumer_s_barrier_is_located_from_its_registers(tmp_path):
+    # GIVEN the circular-wait dump with R16 of each consumer lane set to 0, as a kernel
+    # whose barriers start at the window's base would hold it
+    from postmortem import open_coredump
+    from postmortem.coredump import tables as t
+
+    data = bytearray((DUMPS / "hang_fa3_circular.nvcudmp").read_bytes())
+    with open_coredump(DUMPS / "hang_fa3_circular.nvcudmp") as core:
+        for warp in core.iter_warps(core.device(0)):
+            if warp.warp_id not in (4, 20):
+                continue
+            for lane in core.lanes(warp):
+                section = core.tables.only_child(lane.ref, t.DEV_REGS)
+                start = int(core.sections.offset[section])
+                data[start + 16 * 4 : start + 17 * 4] = bytes(4)
+    dump = tmp_path / "circular.nvcudmp"
+    dump.write_bytes(bytes(data))
+    # WHEN it is analyzed
+    analysis = analyze_dump(dump, AnalyzeOptions(LocalizeOptions(), cuda_gdb=False))
+    # THEN the consumer's wait names the barrier's shared address; the producer's, whose
+    # register holds no shared address, names none
+    (circular,) = analysis.hang.findings
+    lines = {e.split(" at ")[0]: e for e in circular.evidence if e.startswith("warp ")}
+    assert lines["warp 4 (consumer)"].endswith("= shared 0x34830 (R16 + 0x34830)")
+    assert "= shared" not in lines["warp 0 (producer)"]

@@ -281,3 +281,14 @@ def test_decode_and_address_never_raise(base, modifiers, operands, value):
     if access is not None:
         result = effective_address(access, lambda name: value, lambda name: None)
         assert result.address is None or result.address >= 0
+
+
+def test_an_mbarrier_phase_check_reads_its_8_byte_word_in_shared_memory():
+    from postmortem.cubin.sass import parse_sass
+
+    text = "  /*bc20*/  SYNCS.PHASECHK.TRANS64.TRYWAIT P0, [R16+URZ+0x34830], R13 ;\n"
+    access = decode_access(parse_sass(text).instructions[0])
+    assert access is not None
+    assert (access.space, access.kind, access.width_bytes) == ("shared", "barrier", 8)
+    assert access.address is not None and access.address.base == "R16"
+    assert access.address.offset == 0x34830
