@@ -18,8 +18,11 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import sys
+import tempfile
 import threading
-from collections.abc import Callable, Sequence
+import time
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -71,13 +74,18 @@ class RayEngine:
             limit = START_TIMEOUT_S
         else:
             limit = min(CONNECT_TIMEOUT_S, self._timeout_s)
+        # Without an address: RAY_ADDRESS's cluster, else a Ray of this scan's own ("local"),
+        # never the last one started on this machine, which Ray's default would try, gone or not.
+        address = self._address
+        if address is None and not os.environ.get("RAY_ADDRESS"):
+            address = "local"
         made: list[bool] = []
         failed: list[Exception] = []
 
         def connect() -> None:
             try:
                 ray.init(
-                    address=self._address, include_dashboard=False, log_to_driver=False,
+                    address=address, include_dashboard=False, log_to_driver=False,
                     logging_level=logging.ERROR, configure_logging=True,
                 )  # fmt: skip
                 made.append(True)
@@ -85,16 +93,29 @@ class RayEngine:
                 failed.append(error)
 
         thread = threading.Thread(target=connect, name="postmortem-ray-connect", daemon=True)
-        thread.start()
-        thread.join(limit + _CONNECT_GRACE_S)
+        deadline = time.monotonic() + limit + _CONNECT_GRACE_S
+        with _stderr_kept() as said:
+            refused = False
+            if address == "local":
+                # Started, not reached: in this thread, as the processes Ray starts end
+                # with the thread that started them (PR_SET_PDEATHSIG).
+                connect()
+            else:
+                thread.start()
+            while thread.is_alive() and time.monotonic() < deadline and not refused:
+                thread.join(0.2)
+                refused = _NO_TOKEN in said()
         option = "--address" if self._address is not None else "--engine ray"
         where = self._address or "(Ray's default: RAY_ADDRESS, else a Ray started here)"
+        if made:
+            return
+        if refused:
+            raise EngineUnreachable(option, where, _TOKEN_REASON)
         if failed:
             raise EngineUnreachable(option, where, oneline(failed[0]))
-        if not made:
-            raise EngineUnreachable(
-                option, where, f"no answer in {limit:g} s (no Ray cluster at that address?)"
-            )
+        raise EngineUnreachable(
+            option, where, f"no answer in {limit:g} s (no Ray cluster at that address?)"
+        )
 
     def _scan(self, ray: Any, paths: Sequence[Path], on_row: Callable[[DumpRow], None]) -> None:
         work = portable(self._work)
@@ -139,9 +160,30 @@ class RayEngine:
         return replace(row, report=None if report is None else str(report))
 
 
+_NO_TOKEN = "InvalidAuthToken"
+_TOKEN_REASON = (
+    "the cluster refused this process's token (Ray's token authentication): set "
+    "RAY_AUTH_MODE=token, with the cluster's token in RAY_AUTH_TOKEN or ~/.ray/auth_token"
+)
+
+
+@contextlib.contextmanager
+def _stderr_kept() -> Iterator[Callable[[], str]]:
+    """What Ray's C++ client writes to this process's stderr meanwhile (a line a second while
+    it retries an address), kept out of the scan's stderr: the context gives a function that
+    returns the text so far."""
+    with tempfile.TemporaryFile() as kept:
+        sys.stderr.flush()
+        saved = os.dup(2)
+        os.dup2(kept.fileno(), 2)
+        try:
+            yield lambda: os.pread(kept.fileno(), 1 << 16, 0).decode("utf-8", "replace")
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+
+
 def _ray() -> Any:
-    # Ray's own processes log to this process's stderr; a scan's stderr is its warnings.
-    os.environ.setdefault("RAY_BACKEND_LOG_LEVEL", "error")
     try:
         import ray  # type: ignore[import-untyped, unused-ignore]
     except ImportError as error:

@@ -29,10 +29,14 @@ def ray_address():
     ray.shutdown()
 
 
-def scan(*args: object, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+def scan(
+    *args: object, cwd: Path | None = None, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    # ray.init set RAY_AUTH_MODE=token here (the cluster asks for ~/.ray/auth_token): the
+    # scans inherit it, as a client of a cluster with token authentication must have it
     return subprocess.run(
         [sys.executable, "-m", "postmortem", "scan", *map(str, args)],
-        capture_output=True, text=True, timeout=300, cwd=cwd,
+        capture_output=True, text=True, timeout=300, cwd=cwd, env=env,
     )  # fmt: skip
 
 
@@ -108,6 +112,41 @@ def test_an_unreachable_ray_address_is_a_one_line_error_within_the_scan_timeout(
     assert result.returncode == 2
     (line,) = result.stderr.splitlines()
     assert line.startswith(f"error: --address 127.0.0.1:{port}: cannot reach it: no answer in 2 s")
+
+
+def test_a_cluster_that_refuses_the_token_is_a_one_line_error_that_says_what_to_set(
+    ray_address, tmp_path
+):
+    (tmp_path / "a.nvcudmp").write_bytes(OOB.read_bytes())
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_AUTH")}
+    started = time.monotonic()
+    result = scan(tmp_path, "--no-cache", "--engine", "ray", "--address", ray_address, env=env)
+    assert time.monotonic() - started < 30  # at the first refusal, not the connect timeout
+    assert result.returncode == 2
+    (line,) = result.stderr.splitlines()
+    assert line == (
+        f"error: --address {ray_address}: cannot reach it: the cluster refused this process's "
+        "token (Ray's token authentication): set RAY_AUTH_MODE=token, with the cluster's token "
+        "in RAY_AUTH_TOKEN or ~/.ray/auth_token"
+    )
+
+
+def test_without_an_address_a_scan_starts_a_ray_of_its_own(tmp_path):
+    require_module("ray", "postmortem[ray] runs scans on a Ray cluster")
+    # GIVEN no RAY_ADDRESS (and, maybe, the last Ray started on this machine gone)
+    root = tmp_path / "dumps"
+    root.mkdir()
+    for name in ("a.nvcudmp", "b.nvcudmp"):
+        (root / name).write_bytes(OOB.read_bytes())
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    # WHEN scanned on Ray with no address
+    out = tmp_path / "scan.jsonl"
+    result = scan(root, "--no-cache", "--no-disasm", "--engine", "ray", "--format", "json",
+                  "-o", out, env=env)  # fmt: skip
+    # THEN the Ray it started lives until the scan ends (it once died with the thread that
+    # started it), and each dump is analyzed
+    assert result.returncode == 0, result.stderr
+    assert {row["status"] for row in _rows(out).values()} == {"ok"}
 
 
 def test_an_address_is_for_engine_ray_and_a_scheduler_for_engine_dask(tmp_path):
