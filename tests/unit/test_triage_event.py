@@ -124,8 +124,8 @@ def test_the_verdict_context_names_the_first_fault_site():
 
 def test_an_engine_is_checked_before_the_scan():
     check_engine(EngineChoice())
-    with pytest.raises(BadOption, match="not one of local, dask"):
-        check_engine(EngineChoice("ray"))
+    with pytest.raises(BadOption, match="not one of local, dask, ray"):
+        check_engine(EngineChoice("spark"))
     with pytest.raises(BadOption, match="--scheduler"):
         check_engine(EngineChoice("dask"))
     with pytest.raises(BadOption, match="is for --engine dask"):
