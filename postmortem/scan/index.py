@@ -77,6 +77,8 @@ def dump_view(row: DumpRow, earliest: bool, base: Path | None) -> dict[str, Any]
             row.pci_bus_id, row.pci_dev_id
         ),
         "sm": row.sm, "build_key": row.build_key,
+        "beside": list(row.beside), "beside_more": row.beside_more,
+        "engine_trigger": row.engine_trigger,
     }  # fmt: skip
 
 

@@ -103,6 +103,14 @@ class DumpRow:
     """That GPU's name, e.g. "NVIDIA H100 80GB HBM3"."""
     sm: int | None = None
     """The SM of the first fault; None for a dump without a fault."""
+    beside: tuple[str, ...] = ()
+    """Files in the dump's folder that are not dumps (a crash folder's request pickles,
+    py-spy stacks, logs), the first `postmortem.scan.beside.SHOWN` by name."""
+    beside_more: int = 0
+    """How many more files lie there."""
+    engine_trigger: str | None = None
+    """``log:line`` of the serving engine's "Triggered CUDA user coredump for PID N" line
+    for this dump's process: the engine asked for the dump (a hang it saw)."""
 
     @property
     def failed(self) -> bool:

@@ -17,6 +17,7 @@ from pathlib import Path
 from postmortem._version import __version__
 from postmortem.analysis.signature import SIGNATURE_VERSION
 from postmortem.errors import ScanCacheError, ToolNotFound
+from postmortem.scan.beside import with_neighbours
 from postmortem.scan.cache import FileState, ScanCache
 from postmortem.scan.discover import Candidate, iter_dumps
 from postmortem.scan.engine import EngineChoice, open_engine
@@ -160,7 +161,7 @@ def run_scan(
         rows[:] = fill_instructions(rows, code_cache)
         if scratch is not None:
             shutil.rmtree(scratch, ignore_errors=True)
-    kept = _since_kept(rows, todo, options.since)
+    kept = with_neighbours(_since_kept(rows, todo, options.since))
     kept.sort(key=lambda r: r.path)
     groups, gpus = judge_fleet(kept, group_rows(kept))
     xids = read_host_xids(options.host_logs) if options.host_logs else None
