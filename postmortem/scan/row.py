@@ -128,7 +128,8 @@ def dump_id(row: DumpRow) -> str:
 
 def row_to_dict(row: DumpRow) -> dict[str, Any]:
     """A JSON-ready dict of `row`, without its triage facts (which are never cached)."""
-    return asdict(replace(row, triage=None))
+    # Neither are the files beside it: they are listed afresh at every scan.
+    return asdict(replace(row, triage=None, beside=(), beside_more=0, engine_trigger=None))
 
 
 def row_from_dict(data: dict[str, Any]) -> DumpRow:
@@ -136,6 +137,7 @@ def row_from_dict(data: dict[str, Any]) -> DumpRow:
     fields = dict(data)
     fields["devices"] = tuple(fields["devices"])
     fields["live_kernels"] = tuple(fields["live_kernels"])  # absent: an older row, recomputed
+    fields["beside"] = tuple(fields.get("beside", ()))
     if "build_key" not in fields:  # an older row: recomputed
         raise KeyError("build_key")
     fields["triage"] = None  # never cached (`row_to_dict`)
