@@ -35,9 +35,21 @@ from postmortem.analysis.calls import CallStack, unwind_lane
 from postmortem.analysis.collective import is_collective
 from postmortem.analysis.disassembly import disassemble_function
 from postmortem.analysis.fault import LocalizeOptions
-from postmortem.analysis.flags import collective_finding, loop_load, polled_flags, waited_word
+from postmortem.analysis.flags import (
+    collective_finding,
+    find_warp,
+    lanes_at,
+    loop_load,
+    polled_flags,
+    waited_word,
+)
 from postmortem.analysis.inline import FrameName, NamedChain, line_table_chain, reconcile
-from postmortem.analysis.pipeline import mbarrier_wait, pipeline_findings, role_at
+from postmortem.analysis.pipeline import (
+    IndexedListing,
+    mbarrier_wait,
+    pipeline_findings,
+    role_at,
+)
 from postmortem.analysis.source import FunctionAt, QuotedLine, function_finder, quote
 from postmortem.analysis.state import WarpPcs, kernel_code, kernel_of, pc_groups
 from postmortem.codemap import CodeMap
@@ -46,7 +58,7 @@ from postmortem.cubin.inspect import Function
 from postmortem.cubin.nvdisasm import Disassembly
 from postmortem.cubin.sass import SassInstruction, SassListing, SourceFrame
 from postmortem.findings import Finding, FindingCode, Severity
-from postmortem.model import SM, CodeLocation, Dim3, Lane
+from postmortem.model import CodeLocation, Dim3
 from postmortem.spelling import SHOWN_BLOCKS, blocks_text, dim3_text
 
 
@@ -126,10 +138,11 @@ def analyze_hang(
         notes.extend([note] if note else [])
         listings.extend([result] if result else [])
         listing = result.listing if result else None
+        indexed = IndexedListing(listing) if listing else None
         code = kernel_code(core, code_map, device, grid_id)
         finder = function_finder(options.source_dirs, options.path_maps)
         native = partial(_native, code_map, code, finder) if code else None
-        kernel_groups = _groups(device, grid_id, kernel, members, listing, options, native)
+        kernel_groups = _groups(device, grid_id, kernel, members, indexed, options, native)
         if code is not None:
             kernel_groups = _with_calls(
                 core, code_map, device, code[0], kernel_groups, members, result, finder
@@ -139,10 +152,10 @@ def analyze_hang(
         by_offset = {g.offset: g for g in kernel_groups}
         if is_collective(kernel) and listing is not None and code is not None:
             # A collective's split barriers are its protocol: one finding says who polls.
-            findings.append(_collective(core, device, code[0], members, by_offset, listing))
+            findings.append(_collective(core, device, code[0], kernel, members, by_offset, listing))
             continue
         findings.extend(_findings(members, by_offset, kernel))
-        if listing is not None:
+        if indexed is not None:
             where = {offset: _where(offset, by_offset) for offset in by_offset}
             block_warps = _block_warps(core, device, grid_id)
             base = code[0].section_address if code is not None else None
@@ -152,7 +165,7 @@ def analyze_hang(
                     core, d, w, wait.instruction, b + w.lanes_at[0][0]
                 )
             )  # fmt: skip
-            findings.extend(pipeline_findings(members, listing, block_warps, where, describe))
+            findings.extend(pipeline_findings(members, indexed, block_warps, where, describe))
     groups.sort(key=lambda g: (-g.lanes, g.device_index, g.grid_id, g.offset))
     # Grids of one kernel share one (memoized) disassembly: listed once.
     unique = tuple({id(d): d for d in listings}.values())
@@ -183,14 +196,15 @@ def _groups(
     grid_id: int,
     kernel: str | None,
     warps: Sequence[WarpPcs],
-    listing: SassListing | None,
+    indexed: IndexedListing | None,
     options: LocalizeOptions,
     native: Callable[[int], NamedChain | None] | None = None,
 ) -> list[StuckGroup]:
     found = []
+    listing = indexed.listing if indexed else None
     for group in pc_groups(warps):
         instruction = listing.at(group.offset) if listing else None
-        waits = listing is not None and mbarrier_wait(listing, group.offset) is not None
+        waits = indexed is not None and mbarrier_wait(indexed, group.offset) is not None
         named, _ = reconcile(
             native(group.offset) if native else None,
             instruction.inline_chain if instruction else (),
@@ -205,7 +219,7 @@ def _groups(
                 listing is not None and not waits and in_polling_loop(listing, group.offset),
                 named.names,
                 *barrier_operands(instruction),
-                role_at(listing, group.offset) if listing is not None else None,
+                role_at(indexed, group.offset) if indexed is not None else None,
             )
         )  # fmt: skip
     return found
@@ -222,31 +236,22 @@ def _with_calls(
     finder: FunctionAt,
 ) -> list[StuckGroup]:
     # One lane per group: the first warp there, its first lane at the group's PC.
-    sms = {sm.sm_id: sm for sm in core.sms(core.device(device_index))}
     found = []
     for group in groups:
         member = next((w for w in warps if any(o == group.offset for o, _ in w.lanes_at)), None)
         pc = location.section_address + group.offset
-        lane = _lane_at(core, sms.get(member.sm_id) if member else None, member, pc)
+        warp = find_warp(core, device_index, member.sm_id, member.warp_id) if member else None
+        lane = next(iter(lanes_at(core, warp, pc)), None) if warp else None
         stack = unwind_lane(core, code_map, lane, pc, listing, finder) if lane else None
         found.append(replace(group, calls=stack) if stack and stack.call_depth else group)
     return found
-
-
-def _lane_at(core: Coredump, sm: SM | None, member: WarpPcs | None, pc: int) -> Lane | None:
-    if sm is None or member is None:
-        return None
-    for cta in core.ctas(sm):
-        for warp in core.warps(cta):
-            if warp.warp_id == member.warp_id:
-                return next((ln for ln in core.lanes(warp) if ln.virtual_pc == pc), None)
-    return None
 
 
 def _collective(
     core: Coredump,
     device: int,
     location: CodeLocation,
+    kernel: str | None,
     warps: Sequence[WarpPcs],
     groups: dict[int, StuckGroup],
     listing: SassListing,
@@ -260,7 +265,7 @@ def _collective(
     polled = polled_flags(core, device, warps, polling, location.section_address)
     places = "; ".join(_where(offset, groups) for offset in sorted(polling)) or "no loop"
     waiting = {(w.block_idx, w.warp_id) for w in warps} - {(p.block_idx, p.warp_id) for p in polled}
-    return collective_finding(groups[next(iter(groups))].kernel, polled, len(waiting), places)
+    return collective_finding(kernel, polled, len(waiting), places)
 
 
 def _with_driver_barrier(group: StuckGroup, warps: Sequence[WarpPcs]) -> StuckGroup:

@@ -52,10 +52,12 @@ def is_mbarrier_check(instruction: SassInstruction) -> bool:
     return instruction.base_opcode == "SYNCS" and "PHASECHK" in instruction.modifiers
 
 
-class _Code:
-    """A listing indexed once: offsets, labels, and the answers already given."""
+class IndexedListing:
+    """A kernel's listing indexed once per analysis (offsets, labels) and the answers already
+    given, so that every stuck group and block asks of it without walking it again."""
 
     def __init__(self, listing: SassListing) -> None:
+        self.listing = listing
         self.instructions = listing.instructions
         self.index = {i.offset: n for n, i in enumerate(listing.instructions)}
         self.labels = {label: i.offset for i in listing.instructions for label in i.labels}
@@ -63,15 +65,14 @@ class _Code:
         self.roles: dict[int, str | None] = {}
 
 
-def mbarrier_wait(listing: SassListing | _Code, offset: int) -> MbarrierWait | None:
+def mbarrier_wait(code: IndexedListing, offset: int) -> MbarrierWait | None:
     """The mbarrier a PC waits on: a phase check at the PC, or the retry loop around it."""
-    code = listing if isinstance(listing, _Code) else _Code(listing)
     if offset not in code.waits:
         code.waits[offset] = _find_wait(code, offset)
     return code.waits[offset]
 
 
-def _find_wait(code: _Code, offset: int) -> MbarrierWait | None:
+def _find_wait(code: IndexedListing, offset: int) -> MbarrierWait | None:
     index = code.index.get(offset)
     if index is None:
         return None
@@ -89,16 +90,15 @@ def _find_wait(code: _Code, offset: int) -> MbarrierWait | None:
     return None
 
 
-def role_at(listing: SassListing | _Code, offset: int) -> str | None:
+def role_at(code: IndexedListing, offset: int) -> str | None:
     """ "producer" or "consumer": the first TMA load or tensor-core instruction on the path
     ahead of `offset`; None when neither comes first (or the path exits)."""
-    code = listing if isinstance(listing, _Code) else _Code(listing)
     if offset not in code.roles:
         code.roles[offset] = _find_role(code, offset)
     return code.roles[offset]
 
 
-def _find_role(code: _Code, offset: int) -> str | None:
+def _find_role(code: IndexedListing, offset: int) -> str | None:
     index = code.index.get(offset)
     listed = code.instructions
     jumps, seen = 0, set()
@@ -136,7 +136,7 @@ class WarpAt:
 
 def pipeline_findings(
     warps: Sequence[WarpPcs],
-    listing: SassListing,
+    code: IndexedListing,
     block_warps: int | None,
     where: Mapping[int, str],
     describe_wait: Callable[[WarpPcs, MbarrierWait], str | None] | None = None,
@@ -152,7 +152,6 @@ def pipeline_findings(
         if warp.block_idx is not None:
             by_block[warp.block_idx].append(warp)
     patterns: dict[tuple[object, ...], list[tuple[Dim3, list[WarpAt]]]] = defaultdict(list)
-    code = _Code(listing)
     for block, members in sorted(by_block.items()):
         placed = [_place(code, w) for w in members]
         waiting = [p for p in placed if p.wait is not None]
@@ -183,7 +182,7 @@ def _kind(placed: list[WarpAt], missing: int | None) -> str | None:
     return "all-waiting"
 
 
-def _place(code: _Code, warp: WarpPcs) -> WarpAt:
+def _place(code: IndexedListing, warp: WarpPcs) -> WarpAt:
     waits = [mbarrier_wait(code, offset) for offset, _ in warp.lanes_at]
     wait = waits[0] if waits and all(waits) else None
     return WarpAt(warp, wait, role_at(code, warp.lanes_at[0][0]))

@@ -16,7 +16,13 @@ import pytest
 
 from postmortem.analysis.analyze import Analysis, AnalyzeOptions, analyze_dump
 from postmortem.analysis.fault import LocalizeOptions
-from postmortem.analysis.pipeline import CONSUMER, PRODUCER, mbarrier_wait, role_at
+from postmortem.analysis.pipeline import (
+    CONSUMER,
+    PRODUCER,
+    IndexedListing,
+    mbarrier_wait,
+    role_at,
+)
 from postmortem.cubin.sass import parse_sass
 from postmortem.findings import FindingCode, Severity
 from postmortem.report.context import build_report
@@ -37,7 +43,7 @@ def _listing():
         [str(nvdisasm), "-c", "-ndf", "-fun", "3", str(FA3)],
         capture_output=True, text=True, check=True, timeout=120,
     )  # fmt: skip
-    return parse_sass(run.stdout)
+    return IndexedListing(parse_sass(run.stdout))
 
 
 @cache
