@@ -19,7 +19,7 @@ from postmortem.analysis.disassembly import disassemble_function, quoted
 from postmortem.analysis.forensics import Forensics, examine
 from postmortem.analysis.inline import FrameName, NamedChain, line_table_chain, reconcile
 from postmortem.analysis.opclass import MEMORY_EXCEPTIONS, is_memory_access
-from postmortem.analysis.source import PathMap, QuotedLine, function_finder
+from postmortem.analysis.source import FunctionAt, PathMap, QuotedLine, function_finder
 from postmortem.codemap import CodeMap, find_faults
 from postmortem.coredump import Coredump
 from postmortem.cubin.inspect import Function
@@ -163,11 +163,10 @@ def _localize_site(
         base, module=location.module, function=function,
         offset=location.offset, has_line_info=has_lines,
     )  # fmt: skip
+    # One source lookup for the site's chain and its call stack: each file is read once.
+    finder = function_finder(options.source_dirs, options.path_maps)
     native = (
-        line_table_chain(
-            code_map, location.module, inner, location.offset,
-            function_finder(options.source_dirs, options.path_maps),
-        )
+        line_table_chain(code_map, location.module, inner, location.offset, finder)
         if inner is not None else None
     )  # fmt: skip
     if native is not None:
@@ -176,10 +175,10 @@ def _localize_site(
             quoted=quoted(code_map, native.frames, options.source_dirs, options.path_maps),
         )  # fmt: skip
     if not options.disassemble or function is None or summary is None:
-        calls = _unwind(core, code_map, faults, None, options)
+        calls = _unwind(core, code_map, faults, None, finder)
         return _replace(site, diagnoses=tuple(notes), calls=calls)
     site = _disassembled(core, code_map, site, location.section_address, options, notes, native)
-    return _replace(site, calls=_unwind(core, code_map, faults, site.disassembly, options))
+    return _replace(site, calls=_unwind(core, code_map, faults, site.disassembly, finder))
 
 
 def _unwind(
@@ -187,10 +186,9 @@ def _unwind(
     code_map: CodeMap,
     faults: tuple[Fault, ...],
     listing: Disassembly | None,
-    options: LocalizeOptions,
+    finder: FunctionAt,
 ) -> CallStack | None:
     lane = next((f for f in faults if f.lane_record is not None), None)
-    finder = function_finder(options.source_dirs, options.path_maps)
     return unwind(core, code_map, lane, listing, finder) if lane else None
 
 
