@@ -138,7 +138,7 @@ def _analyze(
     hang = None
     if options.mode == "hang" or (options.mode == "auto" and not sites):
         hang = analyze_hang(core, warps, options.localize, code_map)
-    check, note, gdb_ran = _second_opinion(core, gdb, summary)
+    check, note, gdb_ran = _second_opinion(core, gdb, summary, code_map)
     sites, check = named_by_gdb(sites, check)
     builds = build_provenance(code_map, _modules_that_matter(core, code_map, sites, state))
     # Names read while localizing (a warp's barrier info) may have added findings.
@@ -213,7 +213,7 @@ def _run_gdb(
 
 
 def _second_opinion(
-    core: Coredump, gdb: Future[_GdbOutcome] | None, summary: DumpSummary
+    core: Coredump, gdb: Future[_GdbOutcome] | None, summary: DumpSummary, code_map: CodeMap
 ) -> tuple[CrossCheck | None, str | None, ToolChoice | None]:
     """The cross-check or why there is none, and the cuda-gdb that ran (None: none ran)."""
     if gdb is None:
@@ -221,4 +221,4 @@ def _second_opinion(
     session, ran = gdb.result()
     if isinstance(session, str):
         return None, session, ran
-    return crosscheck(core, session, summary), None, ran
+    return crosscheck(core, session, summary, code_map), None, ran

@@ -146,20 +146,25 @@ class CrossCheck:
 
 
 def crosscheck(
-    core: Coredump, session: GdbSession, summary: DumpSummary | None = None
+    core: Coredump,
+    session: GdbSession,
+    summary: DumpSummary | None = None,
+    code_map: CodeMap | None = None,
 ) -> CrossCheck:
     """Compare what cuda-gdb said in `session` with what the native reader reads in `core`.
 
-    `summary` is the native reader's summary of `core` when the caller has read it already.
+    `summary` and `code_map` are the native reader's summary and code map of `core` when the
+    caller has them already (images are read once).
     """
-    summary = summary or summarize(core)
+    code_map = code_map or CodeMap(core)
+    summary = summary or summarize(core, code_map)
     banner = _value(parse_exception_banner(session.banner))
     opened = not _REFUSED & {d.code for d in session.diagnoses}
     faults = [f for f in summary.faults if f.source is FaultSource.LANE]
     checks: list[Check] = []
     if faults:
         checks += _banner_checks(faults, banner)
-        checks.append(_symbol_check(core, faults[0], session))
+        checks.append(_symbol_check(code_map, faults[0], session))
     checks.append(_kernels_check(summary, session))
     checks += _focus_table_checks(core, session)
     if not opened:  # what it printed after refusing the dump says nothing about the dump
@@ -205,13 +210,13 @@ def _banner_checks(faults: Sequence[Fault], banner: CudaException | None) -> lis
 SYMBOL_FACT = "kernel + offset of the error PC"
 
 
-def _symbol_check(core: Coredump, fault: Fault, session: GdbSession) -> Check:
+def _symbol_check(code_map: CodeMap, fault: Fault, session: GdbSession) -> Check:
     # cuda-gdb names the innermost function symbol holding the PC (a called function's
     # clone, with its own offset), as `function_label` does.
     location, pc = fault.location, fault.error_pc
     native = "outside every module"
     if location is not None and location.function is not None:
-        summary = CodeMap(core).summary(location.module) if pc is not None else None
+        summary = code_map.summary(location.module) if pc is not None else None
         inner = summary.find_function(pc) if summary and pc is not None else None
         native = (
             f"{function_label(inner.name)} + {pc - inner.address}"
