@@ -278,6 +278,12 @@ def heading_name(name: str) -> str:
     return full if len(full) <= HEADING_FULL_NAME else short_name(without_parameters(full))
 
 
+def brief_name(name: str) -> str:
+    """The name tables, locations and call stacks show: `heading_name` without the return
+    type and parameters (``two_level``, ``calls::write_slot``, a bounded CUTLASS name)."""
+    return heading_name(without_parameters(demangle(name)))
+
+
 def _short_part(text: str) -> str:
     shown = _wrapped(without_parameters(text))
     return collapse_templates(text) if shown is None else shown

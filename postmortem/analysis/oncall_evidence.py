@@ -16,7 +16,7 @@ from postmortem.analysis.opclass import MEMORY_EXCEPTIONS, is_memory_access
 from postmortem.analysis.provenance import BuildInfo
 from postmortem.analysis.source import QuotedLine
 from postmortem.cubin.sass import SourceFrame
-from postmortem.demangle import demangle, heading_name, without_parameters
+from postmortem.demangle import brief_name, heading_name
 from postmortem.findings import Finding, FindingCode, Severity
 from postmortem.salvage import lost_rows
 
@@ -110,14 +110,13 @@ def _called_statement(stack: CallStack, basis: str) -> Statement | None:
     if inner is None or inner.function is None or inner.offset is None:
         return None
     callers = " <- ".join(
-        heading_name(without_parameters(f.function.demangled))
+        brief_name(f.function.demangled)
         + (f" ({f.chain[0].file}:{f.chain[0].line})"
                                                     if f.chain else "")
         for f in frames[1:] if f.function is not None
     )  # fmt: skip
     return Statement(
-        f"{heading_name(without_parameters(inner.function.demangled))} at +0x{inner.offset:x}, "
-        f"called from {callers}",
+        f"{brief_name(inner.function.demangled)} at +0x{inner.offset:x}, called from {callers}",
         f"{basis} and the lane's backtrace rows",
     )
 
@@ -144,11 +143,7 @@ def group_guess(analysis: Analysis, group: StuckGroup | None) -> BestGuess | Non
 
 def group_signal(group: StuckGroup) -> Statement:
     """The most populous stuck group, as a signal."""
-    kernel = (
-        heading_name(without_parameters(demangle(group.kernel)))
-        if group.kernel
-        else "an unknown kernel"
-    )
+    kernel = brief_name(group.kernel) if group.kernel else "an unknown kernel"
     what = f": {group.instruction.text}" if group.instruction else ""
     return Statement(
         f"{group.lanes} lanes in {group.warps} warp{'s' if group.warps != 1 else ''} of "
@@ -392,7 +387,7 @@ def localized_step(site: FaultSite, is_assert: bool) -> Statement | None:
         return None
     top = site.chain[0]
     name = site.frame_names[0] if site.frame_names else None
-    function = f" in {heading_name(without_parameters(name.demangled))}" if name else ""
+    function = f" in {brief_name(name.demangled)}" if name else ""
     fx = site.forensics
     culprit = fx.arguments.culprit if fx and fx.arguments else None
     reached = f": the faulting access there reached {culprit.relation}" if culprit else ""

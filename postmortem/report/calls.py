@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from postmortem.analysis.calls import CallFrame, CallStack
-from postmortem.demangle import heading_name, without_parameters
+from postmortem.demangle import brief_name, without_parameters
 from postmortem.report.values import Json, hex_or_none
 
 
@@ -27,7 +27,7 @@ def _frame(frame: CallFrame) -> Json:
         "function": _function(frame),
         "brief_location": None
         if frame.name is None or frame.offset is None
-        else f"{heading_name(without_parameters(frame.name))}+0x{frame.offset:x}",
+        else f"{brief_name(frame.name)}+0x{frame.offset:x}",
         "offset_hex": hex_or_none(frame.offset),
         "section_offset_hex": hex_or_none(frame.section_offset),
         "instruction": frame.instruction.text if frame.instruction else None,
@@ -53,6 +53,6 @@ def _function(frame: CallFrame) -> Json | None:
         "mangled": frame.function.name,
         "demangled": frame.name,
         "short": without_parameters(frame.name),
-        "brief": heading_name(without_parameters(frame.name)),
+        "brief": brief_name(frame.name),
         "clone_in": None if frame.clone_in is None else without_parameters(frame.clone_in),
     }

@@ -22,7 +22,7 @@ from postmortem.analysis.oncall import oncall_summary
 from postmortem.analysis.provenance import ToolUse
 from postmortem.analysis.state import KernelState
 from postmortem.analysis.verdict import Verdict, VerdictKind
-from postmortem.demangle import demangle, heading_name, without_parameters
+from postmortem.demangle import brief_name, demangle, heading_name
 from postmortem.findings import Finding
 from postmortem.model import Fault, FaultSource
 from postmortem.report.calls import calls_json
@@ -206,7 +206,7 @@ def _location_brief(site: FaultSite) -> str | None:
     offset = frames[0].offset if frames else site.offset
     if function is None or offset is None:
         return None
-    return f"{heading_name(without_parameters(function.demangled))}+0x{offset:x}"
+    return f"{brief_name(function.demangled)}+0x{offset:x}"
 
 
 def _diagnosis(d: Finding) -> Json:

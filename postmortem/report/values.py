@@ -8,7 +8,7 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import Any
 
-from postmortem.demangle import demangle, heading_name, without_parameters
+from postmortem.demangle import brief_name, demangle, heading_name, without_parameters
 from postmortem.model import Dim3, describe_exception
 from postmortem.spelling import dim3_text, size_text
 
@@ -72,7 +72,7 @@ def kernel_json(mangled: str | None) -> Json | None:
         "mangled": mangled,
         "demangled": full,
         "short": without_parameters(full),
-        "brief": heading_name(without_parameters(full)),
+        "brief": brief_name(full),
         "heading": heading_name(full),
     }
 
