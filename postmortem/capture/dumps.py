@@ -19,7 +19,7 @@ that `capture --hang-after` triggered, and one a serving engine triggered itself
 crash path writes the coredump pipe of each scheduler process and logs (as its
 `cudacore_pyspy_dump_utils.trigger_cuda_user_coredump` does):
 
-    Triggered CUDA user coredump for PID 4242 via /work/corepipe.cuda.node-1.4242
+    Triggered CUDA user coredump for PID 4242 via /run/corepipe.cuda.node-1.4242
 
 `triggered_pid` reads that line. A dump is tied to such a trigger by the process id in its
 name (`dump_pid`), and SGLang's own crash folder names its dumps ``core.cuda.%t.%p``, without
