@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from postmortem import open_coredump  # noqa: E402
-from postmortem.analysis.fault import LocalizeOptions, localize  # noqa: E402
+from postmortem.analysis.fault.fault import LocalizeOptions, localize  # noqa: E402
 from postmortem.gdb import run_cuda_gdb  # noqa: E402
 from postmortem.summary import summarize  # noqa: E402
 

@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from postmortem.analysis.analyze import AnalyzeOptions, analyze_dump  # noqa: E402
-from postmortem.analysis.fault import LocalizeOptions  # noqa: E402
+from postmortem.analysis.fault.fault import LocalizeOptions  # noqa: E402
 from postmortem.urls import use_storage_options  # noqa: E402
 
 BUCKET = "bench"

@@ -116,7 +116,7 @@ def _write_broken(path: Path, rng: random.Random, data: bytes | None = None) -> 
 def child(args: argparse.Namespace) -> None:
     """One scan in this process; prints its figures as JSON."""
     from postmortem.analysis.analyze import AnalyzeOptions
-    from postmortem.analysis.signature import load_rules
+    from postmortem.analysis.fleet.signature import load_rules
     from postmortem.scan.run import ScanOptions, run_scan
     from postmortem.scan.worker import WorkOptions
 

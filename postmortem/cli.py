@@ -26,7 +26,7 @@ from postmortem.report.textsafe import escape_controls
 
 if TYPE_CHECKING:
     from postmortem.analysis.analyze import AnalyzeOptions
-    from postmortem.analysis.source import PathMap
+    from postmortem.analysis.fault.source import PathMap
     from postmortem.commands import ToolSettings
 
 T = TypeVar("T")
@@ -93,7 +93,7 @@ def _tool_origin(param: str, value: Path | None) -> str | None:
 def _path_maps(
     _ctx: click.Context, _param: click.Parameter, values: tuple[str, ...]
 ) -> tuple[PathMap, ...]:
-    from postmortem.analysis.source import PathMap
+    from postmortem.analysis.fault.source import PathMap
 
     try:
         return tuple(PathMap.parse(value) for value in values)

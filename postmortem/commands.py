@@ -18,7 +18,7 @@ from postmortem.report.textsafe import escape_controls
 
 if TYPE_CHECKING:
     from postmortem.analysis.analyze import AnalyzeOptions
-    from postmortem.analysis.source import PathMap
+    from postmortem.analysis.fault.source import PathMap
 
 # Each function imports its own modules: `info` needs the reader and the renderer, never the
 # analysis or the tool adapters.
@@ -51,7 +51,7 @@ def analyze_options(
     """The `AnalyzeOptions` of a command's tool settings (built here once, for every command);
     `host_logs` are joined to every dump analyzed, their secrets hidden unless not `redact`."""
     from postmortem.analysis.analyze import AnalyzeOptions
-    from postmortem.analysis.fault import LocalizeOptions
+    from postmortem.analysis.fault.fault import LocalizeOptions
 
     # A relative path in a line table is looked up in --source-dir, then in the folder the
     # command runs in, named here: a Dask worker runs elsewhere but looks in the same place.
@@ -128,7 +128,7 @@ def incident_text(
 ) -> tuple[str, ExitStatus]:
     """The incident report `postmortem analyze CORE...` writes for several dumps, and its exit
     status: OK; SCAN_ERRORS when some dumps could not be read; BAD_INPUT when none could."""
-    from postmortem.analysis.incident import Role, analyze_incident
+    from postmortem.analysis.fleet.incident import Role, analyze_incident
     from postmortem.report.incident import build_incident_report
     from postmortem.report.render import render
 

@@ -25,7 +25,7 @@ class Severity(Enum):
 class FindingCode(Enum):
     """What a finding is about; the value is the stable code reports print."""
 
-    # The build of the faulting code (analysis/diagnose.py).
+    # The build of the faulting code (analysis/fault/diagnose.py).
     NO_LINE_INFO = "no-line-info"
     LINE_INFO_REMOVED = "line-info-removed"
     DEVICE_DEBUG_BUILD = "device-debug-build"
@@ -37,7 +37,7 @@ class FindingCode(Enum):
     # nvdisasm.
     NVDISASM_MISSING = "nvdisasm-missing"
     NVDISASM_FAILED = "nvdisasm-failed"
-    # The line table (analysis/inline.py).
+    # The line table (analysis/fault/inline.py).
     LINE_TABLE_DISAGREES = "line-table-disagrees"
     # What the reader set aside (salvage.py).
     PARTIAL_DUMP = "partial-dump"
@@ -45,7 +45,7 @@ class FindingCode(Enum):
     TOO_MANY_ROWS = "too-many-rows"
     UNREADABLE_IMAGE = "unreadable-image"
     BAD_STRING = "bad-string"
-    # Deadlock patterns of a hang (analysis/hang.py).
+    # Deadlock patterns of a hang (analysis/hang/hang.py).
     DIVERGENT_BARRIER = "divergent-barrier"
     CONVERGENCE_SPLIT = "convergence-split"
     SPIN_WAIT = "spin-wait"
@@ -62,7 +62,7 @@ class FindingCode(Enum):
     COLLECTIVE_WAIT = "collective-wait"
     """A collective kernel's lanes poll a flag a peer GPU should write."""
     HANG_LIMITED = "hang-limited"
-    # Forensics that could not be done in full (analysis/forensics.py).
+    # Forensics that could not be done in full (analysis/forensics/forensics.py).
     FORENSICS_LIMITED = "forensics-limited"
     # Known cuda-gdb failures, recognised by their text (gdb/faults.py).
     GDB_PYTHON_UNWINDER_FAULT = "python-unwinder-fault"
@@ -73,7 +73,7 @@ class FindingCode(Enum):
     GDB_NEEDS_MEMCHECK_ADDRESS = "needs-memcheck-address"
     GDB_COREDUMP_REFUSED = "gpu-coredump-refused"
     GDB_NOT_A_COREDUMP = "not-a-gpu-coredump"
-    # What the host printed, joined to the dump (analysis/hostjoin.py).
+    # What the host printed, joined to the dump (analysis/host/join.py).
     HOST_LOG_NOT_RECOGNIZED = "host-log-not-recognized"
     HOST_LOG_CUT = "host-log-cut"
     HOST_DISAGREES = "host-log-disagrees"

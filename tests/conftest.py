@@ -84,7 +84,7 @@ def one_nvdisasm_run_per_function() -> Any:
     (`postmortem.cubin.nvdisasm.disassemble`, which tests/tools/test_nvdisasm_run.py calls
     directly) is untouched, and a test that counts runs names its own nvdisasm (its own key).
     """
-    from postmortem.analysis import disassembly
+    from postmortem.analysis.fault import disassembly
 
     real = disassembly.disassemble
     memo: dict[tuple[bytes, int | None, str, float], Any] = {}

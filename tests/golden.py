@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from postmortem.analysis.analyze import AnalyzeOptions, analyze_dump
-from postmortem.analysis.fault import LocalizeOptions
+from postmortem.analysis.fault.fault import LocalizeOptions
 from postmortem.report.context import build_report
 from postmortem.report.render import render
 

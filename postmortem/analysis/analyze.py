@@ -10,11 +10,11 @@ from pathlib import Path
 from typing import TypeAlias
 
 from postmortem._version import __version__
-from postmortem.analysis.census import CensusRow, fault_census
 from postmortem.analysis.crosscheck import CrossCheck, crosscheck, gdb_cannot_read, named_by_gdb
-from postmortem.analysis.fault import FaultSite, LocalizeOptions, localize
-from postmortem.analysis.hang import HangAnalysis, analyze_hang
-from postmortem.analysis.hostjoin import HostJoin, join_host
+from postmortem.analysis.fault.census import CensusRow, fault_census
+from postmortem.analysis.fault.fault import FaultSite, LocalizeOptions, localize
+from postmortem.analysis.hang.hang import HangAnalysis, analyze_hang
+from postmortem.analysis.host.join import HostJoin, join_host
 from postmortem.analysis.provenance import (
     BuildInfo,
     ToolUse,

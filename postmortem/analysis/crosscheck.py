@@ -18,8 +18,8 @@ from dataclasses import dataclass, replace
 from pathlib import PurePosixPath
 from typing import TypeVar
 
-from postmortem.analysis.fault import FaultSite
-from postmortem.analysis.inline import CUDA_GDB, FrameName
+from postmortem.analysis.fault.fault import FaultSite
+from postmortem.analysis.fault.inline import CUDA_GDB, FrameName
 from postmortem.codemap import CodeMap
 from postmortem.coredump import Coredump
 from postmortem.coredump import tables as t

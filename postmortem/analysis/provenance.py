@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from postmortem.analysis.crosscheck import CrossCheck
-from postmortem.analysis.fault import FaultSite
-from postmortem.analysis.hang import HangAnalysis
+from postmortem.analysis.fault.fault import FaultSite
+from postmortem.analysis.hang.hang import HangAnalysis
 from postmortem.codemap import CodeMap
 from postmortem.cubin.nvinfo import ToolkitInfo
 from postmortem.errors import ToolNotFound

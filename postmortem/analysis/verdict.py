@@ -6,8 +6,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum
 
-from postmortem.analysis.fault import FaultSite
-from postmortem.analysis.hang import HangAnalysis
+from postmortem.analysis.fault.fault import FaultSite
+from postmortem.analysis.hang.hang import HangAnalysis
 from postmortem.analysis.state import KernelState
 from postmortem.demangle import heading_name
 from postmortem.findings import Severity

@@ -27,11 +27,31 @@ _ROWS_CACHE_LIMIT = 4096
 
 def survey(sections: Sections) -> Survey:
     """The survey of a dump's sections, by the surveyor that fits how they were read."""
+    _one_record_strides(sections)
     if sections.bulk:
         from postmortem.coredump.survey_bulk import BulkSurvey
 
         return BulkSurvey(sections)
     return SmallSurvey(sections)
+
+
+def _one_record_strides(sections: Sections) -> None:
+    """Reads a metadata section with `sh_entsize` 0 as one row of its whole size.
+
+    Driver r580 writes the one metadata record so (every dump of fixtures/real), and
+    cuda-gdb 13 reads it; any other table with stride 0 stays corrupt. The columns are the
+    reader's own copies (`Sections`), so this changes nothing outside the dump's reading.
+    """
+    types, strides, sizes = sections.type, sections.entsize, sections.size
+    if sections.bulk:
+        import numpy as np
+
+        zero = np.flatnonzero((types == t.META_DATA) & (strides == 0) & (sizes > 0))
+        strides[zero] = sizes[zero]
+        return
+    for index, kind in enumerate(types):
+        if kind == t.META_DATA and strides[index] == 0 and sizes[index] > 0:
+            strides[index] = sizes[index]
 
 
 @dataclass(frozen=True, slots=True)

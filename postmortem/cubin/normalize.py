@@ -5,7 +5,7 @@ images"): only the code sections carry load addresses, or every ``SHF_ALLOC`` se
 does, data sections (``.nv.constant0.*``, ``.nv.global.init``, ``.nv.shared.*``)
 included, with the symbols in them absolute. nvdisasm 13.5 refuses the second ("Data block
 for section .nv.constant0... exceeds section size"). The copies made here, each a
-fresh ``bytes`` (the dump is never touched), are what `postmortem.analysis.fault` tries in
+fresh ``bytes`` (the dump is never touched), are what `postmortem.analysis.fault.fault` tries in
 turn:
 
 1. `clear_data_addresses`: the data sections' addresses back to 0 and their symbols

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from postmortem.analysis.calls import CallFrame, CallStack
+from postmortem.analysis.fault.calls import CallFrame, CallStack
 from postmortem.demangle import brief_name, without_parameters
 from postmortem.report.values import Json, hex_or_none
 

@@ -14,11 +14,11 @@ from typing import Any
 
 from postmortem._version import __version__
 from postmortem.analysis.analyze import Analysis
-from postmortem.analysis.counts import count_faults
 from postmortem.analysis.crosscheck import CrossCheck
-from postmortem.analysis.fault import FaultSite
-from postmortem.analysis.hang import HangAnalysis
-from postmortem.analysis.oncall import oncall_summary
+from postmortem.analysis.fault.counts import count_faults
+from postmortem.analysis.fault.fault import FaultSite
+from postmortem.analysis.hang.hang import HangAnalysis
+from postmortem.analysis.oncall.summary import oncall_summary
 from postmortem.analysis.provenance import ToolUse
 from postmortem.analysis.state import KernelState
 from postmortem.analysis.verdict import Verdict, VerdictKind

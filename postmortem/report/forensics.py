@@ -6,11 +6,11 @@ import math
 import struct
 from collections.abc import Collection, Sequence
 
-from postmortem.analysis.address import AddressSpread
-from postmortem.analysis.arguments import KernelArgument, KernelArguments
-from postmortem.analysis.census import CensusRow, CoordinateRange
-from postmortem.analysis.counts import FaultCounts
-from postmortem.analysis.forensics import Forensics
+from postmortem.analysis.fault.census import CensusRow, CoordinateRange
+from postmortem.analysis.fault.counts import FaultCounts
+from postmortem.analysis.forensics.address import AddressSpread
+from postmortem.analysis.forensics.arguments import KernelArgument, KernelArguments
+from postmortem.analysis.forensics.forensics import Forensics
 from postmortem.analysis.provenance import BuildInfo
 from postmortem.report.values import Json, dim_or_none, exception_json, hex_or_none, kernel_json
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import math
 
-from postmortem.analysis.hostevents import HostCheck
-from postmortem.analysis.hostjoin import ApiJoin, HostJoin
+from postmortem.analysis.host.events import HostCheck
+from postmortem.analysis.host.join import ApiJoin, HostJoin
 from postmortem.findings import Finding
 from postmortem.host.driver import XID_MEANINGS
 from postmortem.host.model import (

@@ -1,4 +1,4 @@
-"""The incident (`postmortem.analysis.incident`) as plain data: what `analyze CORE...` writes
+"""The incident (`postmortem.analysis.fleet.incident`) as plain data: what `analyze CORE...` writes
 for several dumps (`postmortem.incident/1`, `incident.schema.json`), and the incident block
 of a scan's index."""
 
@@ -8,8 +8,8 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 
 from postmortem._version import __version__
-from postmortem.analysis.incident import Incident, IncidentRow, Role
-from postmortem.analysis.motion import (
+from postmortem.analysis.fleet.incident import Incident, IncidentRow, Role
+from postmortem.analysis.hang.motion import (
     DumpComparison,
     GridMotion,
     IncidentMotion,

@@ -8,7 +8,7 @@ from collections import defaultdict
 from enum import Enum
 from typing import Any
 
-from postmortem.analysis.counts import count_faults
+from postmortem.analysis.fault.counts import count_faults
 from postmortem.model import Fault, Metadata, describe_exception
 from postmortem.report.values import Json, version_or_none
 from postmortem.summary import DumpSummary

@@ -1,9 +1,9 @@
-"""The on-call summary (`postmortem.analysis.oncall`) as plain data, for the `analyze` report
-and the incident report alike."""
+"""The on-call summary (`postmortem.analysis.oncall.summary`) as plain data, for the `analyze`
+report and the incident report alike."""
 
 from __future__ import annotations
 
-from postmortem.analysis.oncall import OnCallSummary, Statement
+from postmortem.analysis.oncall.summary import OnCallSummary, Statement
 from postmortem.report.values import Json
 
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from postmortem.analysis.analyze import AnalyzeOptions
-from postmortem.analysis.signature import Signature, SignatureRules, load_rules
+from postmortem.analysis.fleet.signature import Signature, SignatureRules, load_rules
 from postmortem.errors import BadOption, ExitStatus, PostmortemError, UnreadableFile
 from postmortem.host.reader import host_log_problem
 from postmortem.report.render import formats

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from postmortem.analysis.analyze import AnalyzeOptions, analyze_dump
-from postmortem.analysis.signature import (
+from postmortem.analysis.fleet.signature import (
     Signature,
     SignatureRules,
     compute_signature,

@@ -11,7 +11,7 @@ from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from postmortem.analysis.signature import Signature
+from postmortem.analysis.fleet.signature import Signature
 from postmortem.scan.build import builds_of
 from postmortem.scan.owners import Ownership
 from postmortem.scan.row import DumpRow

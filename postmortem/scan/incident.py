@@ -1,11 +1,11 @@
 """`postmortem scan DIR --incident`: the scanned dumps taken as one incident, the dumps of one
-job (`postmortem.analysis.incident`), as a block of the scan's index."""
+job (`postmortem.analysis.fleet.incident`), as a block of the scan's index."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from postmortem.analysis.incident import (
+from postmortem.analysis.fleet.incident import (
     METADATA,
     MTIME,
     Incident,

@@ -27,8 +27,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from postmortem.analysis.disassembly import ToolOptions, disassemble_function
-from postmortem.analysis.fault import FaultSite
+from postmortem.analysis.fault.disassembly import ToolOptions, disassemble_function
+from postmortem.analysis.fault.fault import FaultSite
 from postmortem.codemap import CodeMap
 from postmortem.coredump import Coredump
 from postmortem.cubin.normalize import rebase_to_zero

@@ -14,8 +14,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from postmortem.analysis.analyze import Analysis, AnalyzeOptions
-from postmortem.analysis.fault import localize
-from postmortem.analysis.hang import analyze_hang
+from postmortem.analysis.fault.fault import localize
+from postmortem.analysis.hang.hang import analyze_hang
 from postmortem.analysis.state import gpu_state, warp_pcs
 from postmortem.analysis.verdict import decide
 from postmortem.codemap import CodeMap

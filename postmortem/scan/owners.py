@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from postmortem.analysis.signature import Signature
+from postmortem.analysis.fleet.signature import Signature
 from postmortem.errors import BadOption, UnreadableFile
 from postmortem.safefile import read_regular
 

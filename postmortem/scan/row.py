@@ -11,7 +11,7 @@ import os
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
-from postmortem.analysis.signature import Frame, Quality, Signature
+from postmortem.analysis.fleet.signature import Frame, Quality, Signature
 from postmortem.urls import absolute_path
 
 STATUS_OK = "ok"

@@ -15,7 +15,7 @@ from functools import partial
 from pathlib import Path
 
 from postmortem._version import __version__
-from postmortem.analysis.signature import SIGNATURE_VERSION
+from postmortem.analysis.fleet.signature import SIGNATURE_VERSION
 from postmortem.errors import ScanCacheError, ToolNotFound
 from postmortem.scan.beside import with_neighbours
 from postmortem.scan.cache import FileState, ScanCache

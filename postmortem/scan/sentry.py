@@ -236,7 +236,7 @@ def send_analysis(
 ) -> str | None:
     """Send the event of one dump analyzed with `options` (`postmortem analyze
     --sentry-dsn`), signed by the packaged rules; the warning, when Sentry did not take it."""
-    from postmortem.analysis.signature import load_rules
+    from postmortem.analysis.fleet.signature import load_rules
     from postmortem.scan.worker import WorkOptions, triage_row
 
     sink = SentrySink(target)

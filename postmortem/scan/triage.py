@@ -17,7 +17,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from postmortem.analysis.signature import Signature
+from postmortem.analysis.fleet.signature import Signature
 from postmortem.scan.row import DumpRow, Triage, dump_id
 
 # "Sentry allows at most 20MB for a compressed request, and at most 100MB of uncompressed

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from postmortem.analysis.analyze import Analysis, AnalyzeOptions, analyze_dump
-from postmortem.analysis.signature import (
+from postmortem.analysis.fleet.signature import (
     SignatureRules,
     compute_signature,
     signature_input,

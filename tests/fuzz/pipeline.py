@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from postmortem.analysis.analyze import AnalyzeOptions, analyze_dump
-from postmortem.analysis.fault import LocalizeOptions
+from postmortem.analysis.fault.fault import LocalizeOptions
 from postmortem.codemap import find_faults
 from postmortem.coredump import open_coredump
 from postmortem.report.context import build_report

@@ -131,7 +131,7 @@ def check_hostlog(seed: int, index: int, logs: list[list[str]]) -> None:
 
 def _join(lines: list[str]) -> None:
     from postmortem.analysis.analyze import AnalyzeOptions, analyze_dump
-    from postmortem.analysis.fault import LocalizeOptions
+    from postmortem.analysis.fault.fault import LocalizeOptions
     from postmortem.report.context import build_report
     from postmortem.report.render import render
 

@@ -22,7 +22,7 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 from postmortem.analysis.analyze import AnalyzeOptions, analyze_dump  # noqa: E402
-from postmortem.analysis.fault import LocalizeOptions  # noqa: E402
+from postmortem.analysis.fault.fault import LocalizeOptions  # noqa: E402
 from postmortem.report.context import build_report  # noqa: E402
 from postmortem.report.render import render  # noqa: E402
 from tests.tools.browser import chromium, find_browser  # noqa: E402

@@ -15,8 +15,8 @@ from pathlib import Path
 
 from postmortem import open_coredump
 from postmortem.analysis.analyze import Analysis, AnalyzeOptions, analyze_dump
-from postmortem.analysis.fault import LocalizeOptions
-from postmortem.analysis.signature import compute_signature, load_rules, signature_input
+from postmortem.analysis.fault.fault import LocalizeOptions
+from postmortem.analysis.fleet.signature import compute_signature, load_rules, signature_input
 from postmortem.codemap import find_faults
 from postmortem.coredump import tables as t
 from postmortem.cubin.inspect import function_label, function_name

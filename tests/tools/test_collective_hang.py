@@ -8,7 +8,7 @@ from functools import cache
 
 from postmortem import open_coredump
 from postmortem.analysis.analyze import Analysis, AnalyzeOptions, analyze_dump
-from postmortem.analysis.fault import LocalizeOptions
+from postmortem.analysis.fault.fault import LocalizeOptions
 from postmortem.findings import FindingCode, Severity
 from postmortem.report.context import build_report
 from postmortem.report.render import render

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from postmortem.analysis.inline import DEBUG_INFO, SYMBOL_TABLE, cubin_chain, reconcile
+from postmortem.analysis.fault.inline import DEBUG_INFO, SYMBOL_TABLE, cubin_chain, reconcile
 from postmortem.cubin.dwarfinfo import read_inline_tree
 from postmortem.cubin.elfimage import ElfImage
 from postmortem.cubin.inspect import summarize_cubin

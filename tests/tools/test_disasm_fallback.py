@@ -19,8 +19,8 @@ import pytest
 
 from postmortem import open_coredump
 from postmortem.analysis.analyze import AnalyzeOptions, analyze_dump
-from postmortem.analysis.fault import FaultSite, LocalizeOptions, localize
-from postmortem.analysis.signature import load_rules
+from postmortem.analysis.fault.fault import FaultSite, LocalizeOptions, localize
+from postmortem.analysis.fleet.signature import load_rules
 from postmortem.codemap import CodeMap
 from postmortem.cubin.elfimage import ElfImage
 from postmortem.cubin.normalize import (

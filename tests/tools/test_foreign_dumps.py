@@ -17,7 +17,7 @@ import pytest
 
 from postmortem import open_coredump
 from postmortem.analysis.analyze import AnalyzeOptions, analyze_dump
-from postmortem.analysis.fault import LocalizeOptions
+from postmortem.analysis.fault.fault import LocalizeOptions
 from postmortem.errors import NoGpuState
 from postmortem.gdb import run_cuda_gdb
 from postmortem.model import FaultSource, describe_exception

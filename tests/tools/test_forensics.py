@@ -15,12 +15,12 @@ from pathlib import Path
 import pytest
 
 from postmortem import open_coredump
-from postmortem.analysis.address import LaneAddress, address_spread
 from postmortem.analysis.analyze import AnalyzeOptions, analyze_dump
-from postmortem.analysis.arguments import read_arguments
-from postmortem.analysis.census import fault_census
-from postmortem.analysis.fault import FaultSite, LocalizeOptions, localize
-from postmortem.analysis.region import check_addresses
+from postmortem.analysis.fault.census import fault_census
+from postmortem.analysis.fault.fault import FaultSite, LocalizeOptions, localize
+from postmortem.analysis.forensics.address import LaneAddress, address_spread
+from postmortem.analysis.forensics.arguments import read_arguments
+from postmortem.analysis.forensics.region import check_addresses
 from postmortem.analysis.state import kernel_code
 from postmortem.codemap import CodeMap, find_faults
 from postmortem.cubin.operands import decode_access

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from postmortem.analysis.analyze import AnalyzeOptions, analyze_dump
-from postmortem.analysis.barriers import barrier_kind
-from postmortem.analysis.fault import LocalizeOptions
+from postmortem.analysis.fault.fault import LocalizeOptions
+from postmortem.analysis.hang.barriers import barrier_kind
 from postmortem.cubin.sass import SassInstruction
 from tests.conftest import FIXTURES, dump_paths, truth_of
 from tests.tooling import DUMPS, require_tool

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from postmortem.analysis.analyze import AnalyzeOptions, analyze_dump
-from postmortem.analysis.fault import LocalizeOptions
+from postmortem.analysis.fault.fault import LocalizeOptions
 from postmortem.report.context import build_report
 from postmortem.report.render import render
 from tests.conftest import DUMPS, FIXTURES, dump_paths

@@ -11,7 +11,7 @@ from pathlib import Path, PurePosixPath
 import pytest
 
 from postmortem import open_coredump
-from postmortem.analysis.fault import LocalizeOptions, localize
+from postmortem.analysis.fault.fault import LocalizeOptions, localize
 from postmortem.cubin.elfimage import ElfImage
 from postmortem.cubin.inspect import summarize_cubin
 from postmortem.cubin.lines import read_line_table

@@ -16,8 +16,8 @@ from pathlib import Path, PurePosixPath
 import pytest
 
 from postmortem import open_coredump
-from postmortem.analysis.fault import LocalizeOptions, localize
-from postmortem.analysis.source import PathMap
+from postmortem.analysis.fault.fault import LocalizeOptions, localize
+from postmortem.analysis.fault.source import PathMap
 from tests.conftest import FIXTURES, dump_paths, truth_of
 from tests.tooling import require_tool
 

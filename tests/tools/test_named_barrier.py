@@ -13,8 +13,8 @@ from functools import cache
 import pytest
 
 from postmortem.analysis.analyze import Analysis, AnalyzeOptions, analyze_dump
-from postmortem.analysis.barriers import barrier_kind, barrier_operands
-from postmortem.analysis.fault import LocalizeOptions
+from postmortem.analysis.fault.fault import LocalizeOptions
+from postmortem.analysis.hang.barriers import barrier_kind, barrier_operands
 from postmortem.cubin.sass import parse_sass
 from postmortem.findings import FindingCode, Severity
 from postmortem.report.context import build_report

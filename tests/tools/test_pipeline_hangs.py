@@ -15,8 +15,8 @@ from functools import cache
 import pytest
 
 from postmortem.analysis.analyze import Analysis, AnalyzeOptions, analyze_dump
-from postmortem.analysis.fault import LocalizeOptions
-from postmortem.analysis.pipeline import (
+from postmortem.analysis.fault.fault import LocalizeOptions
+from postmortem.analysis.hang.pipeline import (
     CONSUMER,
     PRODUCER,
     IndexedListing,

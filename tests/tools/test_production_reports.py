@@ -10,7 +10,7 @@ from functools import cache
 import pytest
 
 from postmortem.analysis.analyze import AnalyzeOptions, analyze_dump
-from postmortem.analysis.fault import LocalizeOptions
+from postmortem.analysis.fault.fault import LocalizeOptions
 from postmortem.report.context import build_report
 from postmortem.report.render import TEXT_WIDTH, render
 from tests.tooling import DUMPS, require_tool

@@ -140,7 +140,7 @@ def test_a_dask_task_past_its_time_limit_names_the_object_with_its_size(store) -
     # GIVEN a dump in the store, and no time at all to analyze it
     endpoint, larger = store
     from postmortem.analysis.analyze import AnalyzeOptions
-    from postmortem.analysis.signature import load_rules
+    from postmortem.analysis.fleet.signature import load_rules
     from postmortem.scan.dask_engine import scan_task
     from postmortem.scan.worker import WorkOptions
     from postmortem.urls import use_storage_options

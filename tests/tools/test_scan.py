@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from postmortem.analysis.analyze import AnalyzeOptions
-from postmortem.analysis.signature import load_rules
+from postmortem.analysis.fleet.signature import load_rules
 from postmortem.coredump.tables import DEV_TABLE
 from postmortem.elfcolumns import SECTION_DTYPE
 from postmortem.report.render import render

@@ -8,7 +8,7 @@ from dataclasses import replace
 import pytest
 
 from postmortem.analysis.analyze import AnalyzeOptions, analyze_dump
-from postmortem.analysis.signature import load_rules
+from postmortem.analysis.fleet.signature import load_rules
 from postmortem.scan.instruction import InstructionMemo
 from postmortem.scan.lean import lean_analysis
 from postmortem.scan.worker import WorkOptions, scan_dump

@@ -13,8 +13,8 @@ import ast
 import subprocess
 from functools import cache
 
-from postmortem.analysis.inline import LINE_TABLE, SOURCE_FILE, SYMBOL_TABLE, cubin_chain
-from postmortem.analysis.source import function_finder
+from postmortem.analysis.fault.inline import LINE_TABLE, SOURCE_FILE, SYMBOL_TABLE, cubin_chain
+from postmortem.analysis.fault.source import function_finder
 from postmortem.cubin.elfimage import ElfImage
 from postmortem.cubin.inspect import summarize_cubin
 from postmortem.cubin.lines import read_line_table
@@ -131,7 +131,7 @@ def test_the_chain_files_and_lines_agree_with_nvdisasm():
 
 def _report_of_the_dump(source_dirs):
     from postmortem.analysis.analyze import AnalyzeOptions, analyze_dump
-    from postmortem.analysis.fault import LocalizeOptions
+    from postmortem.analysis.fault.fault import LocalizeOptions
     from postmortem.report.context import build_report
     from tests.tooling import DUMPS
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from postmortem import open_coredump
 from postmortem.analysis.analyze import AnalyzeOptions, analyze_dump
-from postmortem.analysis.fault import LocalizeOptions
+from postmortem.analysis.fault.fault import LocalizeOptions
 from postmortem.codemap import find_faults
 from postmortem.report.context import build_report
 from postmortem.report.render import render

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from postmortem import open_coredump
-from postmortem.analysis.address import LaneAddress, address_spread, lane_addresses
+from postmortem.analysis.forensics.address import LaneAddress, address_spread, lane_addresses
 from postmortem.codemap import find_faults
 from postmortem.cubin.operands import decode_access
 from postmortem.cubin.sass import parse_sass

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from postmortem.analysis.analyze import AnalyzeOptions, analyze_dump
-from postmortem.analysis.fault import LocalizeOptions
+from postmortem.analysis.fault.fault import LocalizeOptions
 from postmortem.analysis.verdict import VerdictKind
 from tests.tinydump import (
     BlockSpec,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import struct
 
 from postmortem import open_coredump
-from postmortem.analysis.arguments import KernelArgument, attribute, read_arguments
+from postmortem.analysis.forensics.arguments import KernelArgument, attribute, read_arguments
 from postmortem.codemap import CodeMap
 from tests.tinydump import DeviceSpec, DumpSpec, GridSpec, ModuleSpec, write_tiny_dump
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import random
 
-from postmortem.analysis.address import LaneAddress, address_spread
+from postmortem.analysis.forensics.address import LaneAddress, address_spread
 from postmortem.report.forensics import spread_text
 
 BUFFER = 0x7F00_2000_0000

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from postmortem import open_coredump
-from postmortem.analysis.census import CoordinateRange, fault_census
-from postmortem.analysis.fault import LocalizeOptions, localize
+from postmortem.analysis.fault.census import CoordinateRange, fault_census
+from postmortem.analysis.fault.fault import LocalizeOptions, localize
 from tests.tinydump import (
     WARP_ILLEGAL_ADDRESS,
     BlockSpec,

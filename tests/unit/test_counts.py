@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from postmortem.analysis.counts import FaultCounts, count_faults
+from postmortem.analysis.fault.counts import FaultCounts, count_faults
 from postmortem.model import Fault, FaultSource
 
 

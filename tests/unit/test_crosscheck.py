@@ -10,8 +10,8 @@ from dataclasses import replace
 
 from postmortem import open_coredump
 from postmortem.analysis.crosscheck import crosscheck, named_by_gdb
-from postmortem.analysis.fault import LocalizeOptions, localize
-from postmortem.analysis.inline import FrameName
+from postmortem.analysis.fault.fault import LocalizeOptions, localize
+from postmortem.analysis.fault.inline import FrameName
 from postmortem.cubin.sass import SourceFrame
 from postmortem.findings import Finding, FindingCode, Severity
 from postmortem.gdb.command import CommandOutput

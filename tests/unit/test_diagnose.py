@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from postmortem.analysis import diagnose as dx
+from postmortem.analysis.fault import diagnose as dx
 from postmortem.findings import FindingCode, Severity
 
 KERNEL = "oob_kernel(float*, int, float)"

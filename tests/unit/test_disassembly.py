@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from postmortem import open_coredump
-from postmortem.analysis.disassembly import disassemble_function, quoted
-from postmortem.analysis.fault import LocalizeOptions
+from postmortem.analysis.fault.disassembly import disassemble_function, quoted
+from postmortem.analysis.fault.fault import LocalizeOptions
 from postmortem.codemap import CodeMap
 from postmortem.cubin.sass import SourceFrame
 from postmortem.findings import FindingCode

@@ -16,8 +16,8 @@ import jsonschema
 import pytest
 
 from postmortem.analysis.analyze import AnalyzeOptions
-from postmortem.analysis.fault import LocalizeOptions
-from postmortem.analysis.signature import load_rules
+from postmortem.analysis.fault.fault import LocalizeOptions
+from postmortem.analysis.fleet.signature import load_rules
 from postmortem.report.render import render
 from postmortem.scan.fleet import CODE, HARDWARE, TOO_FEW, TOO_FEW_TEXT, UNCLEAR
 from postmortem.scan.index import build_index

@@ -5,7 +5,7 @@ from __future__ import annotations
 import struct
 
 from postmortem import open_coredump
-from postmortem.analysis.forensics import examine
+from postmortem.analysis.forensics.forensics import examine
 from postmortem.codemap import CodeMap, find_faults
 from postmortem.cubin.sass import parse_sass
 from postmortem.findings import FindingCode

@@ -9,8 +9,8 @@ from __future__ import annotations
 import pytest
 
 from postmortem import open_coredump
-from postmortem.analysis.fault import LocalizeOptions
-from postmortem.analysis.hang import analyze_hang, barrier_kind
+from postmortem.analysis.fault.fault import LocalizeOptions
+from postmortem.analysis.hang.hang import analyze_hang, barrier_kind
 from postmortem.analysis.state import WarpPcs, warp_pcs
 from postmortem.codemap import CodeMap
 from postmortem.cubin.sass import parse_sass

@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 
 from postmortem import open_coredump
-from postmortem.analysis.fault import LocalizeOptions, localize
-from postmortem.analysis.forensics import examine
-from postmortem.analysis.hostjoin import join_host
-from postmortem.analysis.hostmatch import (
+from postmortem.analysis.fault.fault import LocalizeOptions, localize
+from postmortem.analysis.forensics.forensics import examine
+from postmortem.analysis.host.join import join_host
+from postmortem.analysis.host.match import (
     BASE_NAME,
     EXACT,
     IN_KERNEL_NAME,

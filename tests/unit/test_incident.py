@@ -13,8 +13,8 @@ import jsonschema
 import pytest
 
 from postmortem.analysis.analyze import AnalyzeOptions
-from postmortem.analysis.fault import LocalizeOptions
-from postmortem.analysis.incident import (
+from postmortem.analysis.fault.fault import LocalizeOptions
+from postmortem.analysis.fleet.incident import (
     METADATA,
     MTIME,
     IncidentDump,
@@ -22,7 +22,7 @@ from postmortem.analysis.incident import (
     analyze_incident,
     build_incident,
 )
-from postmortem.analysis.oncall import ProblemClass
+from postmortem.analysis.oncall.summary import ProblemClass
 from postmortem.report.incident import build_incident_report
 from postmortem.report.render import render
 from tests.conftest import ROOT

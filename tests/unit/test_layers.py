@@ -16,6 +16,12 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "postmortem"
 
+BELOW_ANALYSIS = frozenset({"base", "coredump", "cubin", "gdb", "host", "codemap"})
+ANALYSIS_WINGS = frozenset(
+    {"analysis.state", "analysis.forensics", "analysis.fault", "analysis.hang", "analysis.host"}
+)
+ANALYSIS = ANALYSIS_WINGS | {"analysis", "analysis.oncall", "analysis.fleet"}
+
 LAYERS: dict[str, frozenset[str]] = {
     # layer: the lower layers its modules may import (their own layer is always allowed).
     # Lowest first; a layer may name only layers listed before it.
@@ -26,19 +32,25 @@ LAYERS: dict[str, frozenset[str]] = {
     # What the host printed (logs read and parsed): knows nothing of the dump.
     "host": frozenset({"base"}),
     "codemap": frozenset({"base", "coredump", "cubin"}),
-    "analysis": frozenset({"base", "coredump", "cubin", "gdb", "host", "codemap"}),
+    # The analysis, in wings that follow the pipeline: the GPU state histogram every wing
+    # reads; what the faulting instruction touched; where a fault is; why a hang waits; the
+    # host logs joined to the dump; the one dump's analysis (analyze, verdict, cross-check,
+    # provenance); the on-call block read off it; many dumps (signatures, incidents).
+    "analysis.state": BELOW_ANALYSIS,
+    "analysis.forensics": BELOW_ANALYSIS | {"analysis.state"},
+    "analysis.fault": BELOW_ANALYSIS | {"analysis.state", "analysis.forensics"},
+    "analysis.hang": BELOW_ANALYSIS | {"analysis.state", "analysis.forensics", "analysis.fault"},
+    "analysis.host": BELOW_ANALYSIS | {"analysis.state", "analysis.forensics", "analysis.fault"},
+    "analysis": BELOW_ANALYSIS | ANALYSIS_WINGS,
+    "analysis.oncall": BELOW_ANALYSIS | ANALYSIS_WINGS | {"analysis"},
+    "analysis.fleet": BELOW_ANALYSIS | ANALYSIS_WINGS | {"analysis", "analysis.oncall"},
     # The public library API re-exports the reader and the analysis, so it sits above both;
     # nothing below it imports it (the version is read from postmortem._version, in base).
-    "api": frozenset({"base", "coredump", "cubin", "gdb", "host", "codemap", "analysis"}),
+    "api": BELOW_ANALYSIS | ANALYSIS,
     # The report projects an analysis; it never reads the dump or runs a tool itself.
-    "report": frozenset({"base", "host", "codemap", "analysis"}),
-    "commands": frozenset(
-        {"base", "coredump", "cubin", "gdb", "host", "codemap", "api", "analysis", "report"}
-    ),
-    "cli": frozenset(
-        {"base", "coredump", "cubin", "gdb", "host", "codemap", "api", "analysis", "report"}
-        | {"commands"}
-    ),
+    "report": frozenset({"base", "host", "codemap"}) | ANALYSIS,
+    "commands": BELOW_ANALYSIS | ANALYSIS | {"api", "report"},
+    "cli": BELOW_ANALYSIS | ANALYSIS | {"api", "report", "commands"},
 }
 
 LAYER_OF: dict[str, str] = {
@@ -67,12 +79,16 @@ LAYER_OF: dict[str, str] = {
     "postmortem.codemap": "codemap",
     "postmortem.summary": "codemap",
     "postmortem.salvage": "codemap",
+    # analysis/ itself: analyze (the orchestrator), verdict, crosscheck, provenance.
     "postmortem.analysis": "analysis",
+    "postmortem.analysis.state": "analysis.state",
+    "postmortem.analysis.forensics": "analysis.forensics",
+    "postmortem.analysis.fault": "analysis.fault",
+    "postmortem.analysis.hang": "analysis.hang",
+    "postmortem.analysis.host": "analysis.host",
     # The on-call summary and the incident of many dumps: what the analysis means, in short.
-    "postmortem.analysis.collective": "analysis",
-    "postmortem.analysis.oncall": "analysis",
-    "postmortem.analysis.oncall_evidence": "analysis",
-    "postmortem.analysis.incident": "analysis",
+    "postmortem.analysis.oncall": "analysis.oncall",
+    "postmortem.analysis.fleet": "analysis.fleet",
     # postmortem/__init__.py alone (not the modules under it): the public library API, the
     # reader's and the analysis's names (imported on first use, but imported all the same).
     "postmortem": "api",
@@ -103,7 +119,7 @@ KNOWN_VIOLATIONS: dict[tuple[str, str], str] = {
 @dataclass(frozen=True)
 class Import:
     importer: str
-    """The importing module, dotted (`postmortem.analysis.fault`)."""
+    """The importing module, dotted (`postmortem.analysis.fault.fault`)."""
     path: Path
     """Its file."""
     line: int
@@ -136,7 +152,7 @@ def _imports_in(module: str, is_package: bool, source: str) -> list[tuple[int, s
                 origin = f"{base}.{node.module}" if node.module else base
             else:
                 origin = node.module or ""
-            # `from postmortem.analysis import diagnose` imports the module diagnose.
+            # `from postmortem.analysis.fault import diagnose` imports the module diagnose.
             targets = [
                 f"{origin}.{alias.name}" if f"{origin}.{alias.name}" in MODULES else origin
                 for alias in node.names
@@ -250,7 +266,7 @@ def test_modules_import_each_other_without_a_cycle():
     ("source", "expected"),
     [
         ("import postmortem.cubin.sass", "postmortem.cubin.sass"),
-        ("from postmortem.analysis import diagnose", "postmortem.analysis.diagnose"),
+        ("from postmortem.analysis.fault import diagnose", "postmortem.analysis.fault.diagnose"),
         ("from postmortem.coredump import Coredump", "postmortem.coredump"),
         ("from postmortem import __version__", "postmortem"),
         ("from .sass import parse_sass", "postmortem.cubin.sass"),

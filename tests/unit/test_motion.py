@@ -10,10 +10,10 @@ import jsonschema
 import pytest
 
 from postmortem.analysis.analyze import AnalyzeOptions
-from postmortem.analysis.fault import LocalizeOptions
-from postmortem.analysis.hang import StuckGroup
-from postmortem.analysis.incident import analyze_incident
-from postmortem.analysis.motion import (
+from postmortem.analysis.fault.fault import LocalizeOptions
+from postmortem.analysis.fleet.incident import analyze_incident
+from postmortem.analysis.hang.hang import StuckGroup
+from postmortem.analysis.hang.motion import (
     MAX_REGISTER_WARPS,
     DumpIdentity,
     DumpName,
@@ -255,7 +255,7 @@ def test_warps_in_one_dump_only_are_gone_or_new(tmp_path):
 
 
 def test_registers_are_compared_for_a_bounded_number_of_warps(tmp_path, monkeypatch):
-    monkeypatch.setattr("postmortem.analysis.motion.MAX_REGISTER_WARPS", 1)
+    monkeypatch.setattr("postmortem.analysis.hang.motion.MAX_REGISTER_WARPS", 1)
     blocks = {1: [_warp(BARRIER, 0), _warp(SPIN, 1)]}
     comparison = _compare(tmp_path, blocks, blocks)
     assert comparison.registers_compared == 1
@@ -370,7 +370,7 @@ def test_a_comparison_that_fails_is_a_reason_never_a_traceback(tmp_path, monkeyp
     def broken(*args, **kwargs):
         raise ValueError("a row no reader expected")
 
-    monkeypatch.setattr("postmortem.analysis.incident.compare_dumps", broken)
+    monkeypatch.setattr("postmortem.analysis.fleet.incident.compare_dumps", broken)
     dumps = _pair(tmp_path)
     incident = analyze_incident(dumps, NATIVE)
     assert incident.motion.compared == ()

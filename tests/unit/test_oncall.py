@@ -7,9 +7,9 @@ from dataclasses import replace
 
 from postmortem.analysis.analyze import AnalyzeOptions, analyze_dump
 from postmortem.analysis.crosscheck import Check, CrossCheck
-from postmortem.analysis.fault import LocalizeOptions
-from postmortem.analysis.hang import HangAnalysis
-from postmortem.analysis.oncall import ProblemClass, oncall_summary
+from postmortem.analysis.fault.fault import LocalizeOptions
+from postmortem.analysis.hang.hang import HangAnalysis
+from postmortem.analysis.oncall.summary import ProblemClass, oncall_summary
 from postmortem.findings import Finding, FindingCode, Severity
 from postmortem.report.context import build_report
 from postmortem.report.render import render

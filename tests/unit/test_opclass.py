@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from postmortem.analysis.opclass import MEMORY_EXCEPTIONS, is_memory_access
+from postmortem.analysis.fault.opclass import MEMORY_EXCEPTIONS, is_memory_access
 
 
 @pytest.mark.parametrize(

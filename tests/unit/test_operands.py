@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from postmortem.analysis.opclass import is_memory_access
+from postmortem.analysis.fault.opclass import is_memory_access
 from postmortem.cubin.operands import (
     AddressOperand,
     MemoryAccess,

@@ -1,6 +1,6 @@
 """An address fault reported at an instruction that touches no memory is called imprecise."""
 
-from postmortem.analysis.fault import _precision
+from postmortem.analysis.fault.fault import _precision
 from postmortem.cubin.sass import SassInstruction
 
 

@@ -6,8 +6,8 @@ from dataclasses import replace
 
 from postmortem import open_coredump
 from postmortem.analysis.crosscheck import CrossCheck
-from postmortem.analysis.fault import LocalizeOptions, localize
-from postmortem.analysis.hang import HangAnalysis
+from postmortem.analysis.fault.fault import LocalizeOptions, localize
+from postmortem.analysis.hang.hang import HangAnalysis
 from postmortem.analysis.provenance import BuildInfo, build_provenance, tool_uses
 from postmortem.codemap import CodeMap
 from postmortem.cubin.nvdisasm import Disassembly

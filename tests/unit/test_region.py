@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from postmortem import open_coredump
-from postmortem.analysis.region import AddressCheck, check_addresses
+from postmortem.analysis.forensics.region import AddressCheck, check_addresses
 from postmortem.codemap import find_faults
 from postmortem.cubin.operands import decode_access
 from postmortem.cubin.sass import parse_sass

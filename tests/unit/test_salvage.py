@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from postmortem import open_coredump
-from postmortem.analysis.fault import LocalizeOptions, localize
+from postmortem.analysis.fault.fault import LocalizeOptions, localize
 from postmortem.codemap import CodeMap
 from postmortem.cubin.elfimage import ElfImage
 from postmortem.findings import FindingCode, Severity

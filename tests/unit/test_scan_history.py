@@ -13,8 +13,8 @@ from pathlib import Path
 import jsonschema
 
 from postmortem.analysis.analyze import AnalyzeOptions
-from postmortem.analysis.fault import LocalizeOptions
-from postmortem.analysis.signature import load_rules
+from postmortem.analysis.fault.fault import LocalizeOptions
+from postmortem.analysis.fleet.signature import load_rules
 from postmortem.report.render import render
 from postmortem.scan.history import QUIET_DAYS
 from postmortem.scan.index import build_index

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from postmortem.analysis.analyze import AnalyzeOptions
-from postmortem.analysis.fault import LocalizeOptions
-from postmortem.analysis.signature import load_rules
+from postmortem.analysis.fault.fault import LocalizeOptions
+from postmortem.analysis.fleet.signature import load_rules
 from postmortem.scan.run import ScanOptions, run_scan
 from postmortem.scan.worker import WorkOptions
 

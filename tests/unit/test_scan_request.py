@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from postmortem.analysis.analyze import AnalyzeOptions
-from postmortem.analysis.fault import LocalizeOptions
+from postmortem.analysis.fault.fault import LocalizeOptions
 from postmortem.errors import BadOption, ExitStatus
 from postmortem.scan.cli_support import ScanSettings, scan_request
 

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from postmortem.analysis.signature import (
+from postmortem.analysis.fault.source import PathMap
+from postmortem.analysis.fleet.signature import (
     MAX_RULES_BYTES,
     SIGNATURE_VERSION,
     SignatureInput,
@@ -20,7 +21,6 @@ from postmortem.analysis.signature import (
     normalize_path,
     read_key,
 )
-from postmortem.analysis.source import PathMap
 from postmortem.cubin.sass import SourceFrame
 from postmortem.errors import UnreadableFile
 from tests.fifo import rescued

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from postmortem.analysis.source import PathMap, candidates, function_finder, quote
+from postmortem.analysis.fault.source import PathMap, candidates, function_finder, quote
 from postmortem.cubin.sass import SourceFrame
 from tests.fifo import rescued
 
@@ -84,7 +84,7 @@ def test_a_source_replaced_by_a_fifo_after_the_check_is_not_read(tmp_path, monke
     # GIVEN a source file that passed the check and was then replaced by a FIFO no one writes
     fifo = tmp_path / "k.cu"
     os.mkfifo(fifo)
-    monkeypatch.setattr("postmortem.analysis.source._quotable", lambda path: path == fifo)
+    monkeypatch.setattr("postmortem.analysis.fault.source._quotable", lambda path: path == fifo)
     # WHEN it is quoted
     started = time.monotonic()
     with rescued(fifo):

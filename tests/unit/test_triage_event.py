@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import pytest
 
-from postmortem.analysis.signature import Frame, Quality, Signature
+from postmortem.analysis.fleet.signature import Frame, Quality, Signature
 from postmortem.errors import BadOption
 from postmortem.scan.engine import ENGINES, EngineChoice, check_engine
 from postmortem.scan.row import DumpRow, Triage, dump_id, row_from_dict, row_to_dict

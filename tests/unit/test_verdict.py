@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 from postmortem import open_coredump
-from postmortem.analysis.fault import LocalizeOptions, localize
-from postmortem.analysis.hang import HangAnalysis
+from postmortem.analysis.fault.fault import LocalizeOptions, localize
+from postmortem.analysis.hang.hang import HangAnalysis
 from postmortem.analysis.state import KernelState
 from postmortem.analysis.verdict import VerdictKind, decide, site_title
 from postmortem.findings import Finding, FindingCode, Severity

@@ -1,5 +1,5 @@
-"""The parts of an on-call summary (`postmortem.analysis.oncall`), each read off the analysis:
-the best guess, what was ruled out, and the next step, every statement with its source."""
+"""The parts of an on-call summary (`postmortem.analysis.oncall.summary`), each read off the
+analysis: the best guess, what was ruled out, and the next step, every statement with its source."""
 
 from __future__ import annotations
 
@@ -7,14 +7,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from postmortem.analysis.analyze import Analysis
-from postmortem.analysis.calls import CallStack
 from postmortem.analysis.crosscheck import CrossCheck
-from postmortem.analysis.fault import FaultSite
-from postmortem.analysis.hang import StuckGroup
-from postmortem.analysis.inline import FrameName
-from postmortem.analysis.opclass import MEMORY_EXCEPTIONS, is_memory_access
+from postmortem.analysis.fault.calls import CallStack
+from postmortem.analysis.fault.fault import FaultSite
+from postmortem.analysis.fault.inline import FrameName
+from postmortem.analysis.fault.opclass import MEMORY_EXCEPTIONS, is_memory_access
+from postmortem.analysis.fault.source import QuotedLine
+from postmortem.analysis.hang.hang import StuckGroup
 from postmortem.analysis.provenance import BuildInfo
-from postmortem.analysis.source import QuotedLine
 from postmortem.cubin.sass import SourceFrame
 from postmortem.demangle import brief_name, heading_name
 from postmortem.findings import Finding, FindingCode, Severity

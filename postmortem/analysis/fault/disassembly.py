@@ -17,8 +17,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Protocol
 
-from postmortem.analysis import diagnose as dx
-from postmortem.analysis.source import PathMap, QuotedLine, quote
+from postmortem.analysis.fault import diagnose as dx
+from postmortem.analysis.fault.source import PathMap, QuotedLine, quote
 from postmortem.codemap import CodeMap
 from postmortem.coredump import Coredump
 from postmortem.cubin.elfimage import ElfImage

@@ -11,9 +11,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from postmortem.analysis.address import LaneAddress
-from postmortem.analysis.fault import FaultSite
-from postmortem.analysis.hostmatch import compare_address, lane_words, match_kernel
+from postmortem.analysis.fault.fault import FaultSite
+from postmortem.analysis.forensics.address import LaneAddress
+from postmortem.analysis.host.match import compare_address, lane_words, match_kernel
 from postmortem.demangle import demangle
 from postmortem.host.model import CudaException, DriverLog, SanitizerError, SanitizerLog
 from postmortem.model import describe_exception

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 
-from postmortem.analysis.address import LaneAddress
+from postmortem.analysis.forensics.address import LaneAddress
 from postmortem.demangle import base_name, demangle, without_parameters
 from postmortem.spelling import dim3_text
 

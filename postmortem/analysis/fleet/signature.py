@@ -42,8 +42,8 @@ from pathlib import Path
 from typing import Any
 
 from postmortem.analysis.analyze import Analysis
-from postmortem.analysis.inline import SOURCE_FILE, FrameName
-from postmortem.analysis.source import PathMap
+from postmortem.analysis.fault.inline import SOURCE_FILE, FrameName
+from postmortem.analysis.fault.source import PathMap
 from postmortem.cubin.inspect import clone_parts
 from postmortem.cubin.sass import SourceFrame
 from postmortem.demangle import normalize_kernel, normalize_name
@@ -90,7 +90,7 @@ def load_rules(path: Path | None = None) -> SignatureRules:
     """
     try:
         if path is None:
-            rules = resources.files("postmortem.analysis").joinpath("signature_rules.json")
+            rules = resources.files("postmortem.analysis.fleet").joinpath("signature_rules.json")
             text = rules.read_text()
         else:
             text = read_regular(path, MAX_RULES_BYTES).decode("utf-8")

@@ -13,13 +13,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from postmortem.analysis import diagnose as dx
-from postmortem.analysis.calls import CallStack, unwind
-from postmortem.analysis.disassembly import disassemble_function, quoted
-from postmortem.analysis.forensics import Forensics, examine
-from postmortem.analysis.inline import FrameName, NamedChain, line_table_chain, reconcile
-from postmortem.analysis.opclass import MEMORY_EXCEPTIONS, is_memory_access
-from postmortem.analysis.source import FunctionAt, PathMap, QuotedLine, function_finder
+from postmortem.analysis.fault import diagnose as dx
+from postmortem.analysis.fault.calls import CallStack, unwind
+from postmortem.analysis.fault.disassembly import disassemble_function, quoted
+from postmortem.analysis.fault.inline import FrameName, NamedChain, line_table_chain, reconcile
+from postmortem.analysis.fault.opclass import MEMORY_EXCEPTIONS, is_memory_access
+from postmortem.analysis.fault.source import FunctionAt, PathMap, QuotedLine, function_finder
+from postmortem.analysis.forensics.forensics import Forensics, examine
 from postmortem.codemap import CodeMap, find_faults
 from postmortem.coredump import Coredump
 from postmortem.cubin.inspect import Function

@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from postmortem.analysis.counts import FaultCounts, count_faults
-from postmortem.analysis.fault import FaultSite
+from postmortem.analysis.fault.counts import FaultCounts, count_faults
+from postmortem.analysis.fault.fault import FaultSite
 from postmortem.model import Dim3, Fault
 
 

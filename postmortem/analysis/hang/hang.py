@@ -11,7 +11,7 @@ flagged in plain words, each with the evidence and with what the evidence does n
   its participants meet at: warps elsewhere in the block are normal there, and waiting is a
   deadlock only when fewer threads remain in the block than the barrier counts (those that
   would arrive have exited); otherwise the finding says so and claims nothing;
-- mbarrier waits of warp-specialized pipelines (`postmortem.analysis.pipeline`): a running
+- mbarrier waits of warp-specialized pipelines (`postmortem.analysis.hang.pipeline`): a running
   pipeline, a circular wait, or consumers whose producer is gone;
 - lanes of one warp split across a convergence barrier (`BSYNC`, `WARPSYNC`);
 - every warp of a grid inside a short loop that reads memory: a likely spin-wait.
@@ -24,18 +24,20 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
 
-from postmortem.analysis.barriers import (
+from postmortem.analysis.fault.calls import CallStack, unwind_lane
+from postmortem.analysis.fault.disassembly import disassemble_function
+from postmortem.analysis.fault.fault import LocalizeOptions
+from postmortem.analysis.fault.inline import FrameName, NamedChain, line_table_chain, reconcile
+from postmortem.analysis.fault.source import FunctionAt, QuotedLine, function_finder, quote
+from postmortem.analysis.hang.barriers import (
     barrier_kind,
     barrier_operands,
     driver_barrier,
     in_polling_loop,
     polling_loop_start,
 )
-from postmortem.analysis.calls import CallStack, unwind_lane
-from postmortem.analysis.collective import is_collective
-from postmortem.analysis.disassembly import disassemble_function
-from postmortem.analysis.fault import LocalizeOptions
-from postmortem.analysis.flags import (
+from postmortem.analysis.hang.collective import is_collective
+from postmortem.analysis.hang.flags import (
     collective_finding,
     find_warp,
     lanes_at,
@@ -43,14 +45,12 @@ from postmortem.analysis.flags import (
     polled_flags,
     waited_word,
 )
-from postmortem.analysis.inline import FrameName, NamedChain, line_table_chain, reconcile
-from postmortem.analysis.pipeline import (
+from postmortem.analysis.hang.pipeline import (
     IndexedListing,
     mbarrier_wait,
     pipeline_findings,
     role_at,
 )
-from postmortem.analysis.source import FunctionAt, QuotedLine, function_finder, quote
 from postmortem.analysis.state import WarpPcs, kernel_code, kernel_of, pc_groups
 from postmortem.codemap import CodeMap
 from postmortem.coredump.reader import Coredump

@@ -9,13 +9,13 @@ ranks that fault in the same second are told apart by their files' modification 
 and the incident says so.
 
 A dump with no exception is collateral when every warp in it waits in a collective kernel
-(`postmortem.analysis.collective`), when it holds no live warp, or when it holds no GPU
+(`postmortem.analysis.hang.collective`), when it holds no live warp, or when it holds no GPU
 state at all (no kernel was running, or its contexts were torn down). One whose warps are
 elsewhere is "stuck": a hang of its own, the suspect when no dump faulted. A file that
 cannot be read is a row with its one-line error; it never stops the incident.
 
 Two or more dumps of one process without an exception are compared
-(`postmortem.analysis.motion`): the warps that did not move between them are the stuck ones,
+(`postmortem.analysis.hang.motion`): the warps that did not move between them are the stuck ones,
 and the verdict and the on-call next step say so instead of asking for a second dump.
 """
 
@@ -28,8 +28,9 @@ from enum import Enum
 from pathlib import Path
 
 from postmortem.analysis.analyze import Analysis, AnalyzeOptions, analyze_dump
-from postmortem.analysis.collective import is_collective
-from postmortem.analysis.motion import (
+from postmortem.analysis.fleet.signature import compute_signature, load_rules, signature_input
+from postmortem.analysis.hang.collective import is_collective
+from postmortem.analysis.hang.motion import (
     DumpComparison,
     DumpIdentity,
     IncidentMotion,
@@ -42,9 +43,8 @@ from postmortem.analysis.motion import (
     pair_by_process,
     seconds_text,
 )
-from postmortem.analysis.oncall import OnCallSummary, ProblemClass, oncall_summary
-from postmortem.analysis.oncall_evidence import Statement
-from postmortem.analysis.signature import compute_signature, load_rules, signature_input
+from postmortem.analysis.oncall.evidence import Statement
+from postmortem.analysis.oncall.summary import OnCallSummary, ProblemClass, oncall_summary
 from postmortem.coredump.reader import open_coredump
 from postmortem.coredump.remote import stored_mtime
 from postmortem.demangle import base_name
@@ -93,7 +93,7 @@ class IncidentDump:
     headline: str | None = None
     """Its own verdict."""
     signature: str | None = None
-    """Its crash signature's id (`postmortem.analysis.signature`)."""
+    """Its crash signature's id (`postmortem.analysis.fleet.signature`)."""
     kernels: tuple[str, ...] = ()
     """The faulting kernel; for a dump without a fault, the kernels its live warps are in."""
 

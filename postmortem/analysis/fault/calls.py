@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from postmortem.analysis.inline import FrameName, line_table_chain
-from postmortem.analysis.source import FunctionAt
+from postmortem.analysis.fault.inline import FrameName, line_table_chain
+from postmortem.analysis.fault.source import FunctionAt
 from postmortem.codemap import CodeMap
 from postmortem.coredump import Coredump
 from postmortem.cubin.inspect import Function

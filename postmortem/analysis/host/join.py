@@ -14,9 +14,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from postmortem.analysis.address import LaneAddress
-from postmortem.analysis.fault import FaultSite
-from postmortem.analysis.hostevents import (
+from postmortem.analysis.fault.fault import FaultSite
+from postmortem.analysis.forensics.address import LaneAddress
+from postmortem.analysis.host.events import (
     DumpFacts,
     HostCheck,
     coordinates_check,
@@ -25,7 +25,7 @@ from postmortem.analysis.hostevents import (
     pci_address,
     sanitizer_checks,
 )
-from postmortem.analysis.hostmatch import best_api_match
+from postmortem.analysis.host.match import best_api_match
 from postmortem.findings import Finding, FindingCode, Severity
 from postmortem.host.model import ApiCall, CudaErrorLog, DriverLog, HostLogFile, SglangLog
 from postmortem.model import describe_exception

@@ -6,9 +6,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from postmortem.analysis.address import AddressSpread, LaneAddress, address_spread, lane_addresses
-from postmortem.analysis.arguments import KernelArguments, read_arguments
-from postmortem.analysis.region import AddressCheck, check_addresses
+from postmortem.analysis.forensics.address import (
+    AddressSpread,
+    LaneAddress,
+    address_spread,
+    lane_addresses,
+)
+from postmortem.analysis.forensics.arguments import KernelArguments, read_arguments
+from postmortem.analysis.forensics.region import AddressCheck, check_addresses
 from postmortem.analysis.state import grid_code
 from postmortem.codemap import CodeMap
 from postmortem.coredump import Coredump

@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from postmortem.analysis.hang import StuckGroup
+from postmortem.analysis.hang.hang import StuckGroup
 from postmortem.coredump import tables as t
 from postmortem.coredump.reader import Coredump
 from postmortem.model import Dim3, Warp

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from postmortem.analysis.source import FunctionAt, not_kept
+from postmortem.analysis.fault.source import FunctionAt, not_kept
 from postmortem.codemap import CodeMap
 from postmortem.cubin.dwarfinfo import InlinedCall, InlineTree
 from postmortem.cubin.inspect import Function, function_name

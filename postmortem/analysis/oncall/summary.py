@@ -14,13 +14,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum
 
-from postmortem.analysis import oncall_evidence as parts
 from postmortem.analysis.analyze import Analysis
-from postmortem.analysis.collective import is_collective
-from postmortem.analysis.counts import count_faults
-from postmortem.analysis.fault import FaultSite
-from postmortem.analysis.hang import StuckGroup
-from postmortem.analysis.oncall_evidence import NATIVE, BestGuess, Statement
+from postmortem.analysis.fault.counts import count_faults
+from postmortem.analysis.fault.fault import FaultSite
+from postmortem.analysis.hang.collective import is_collective
+from postmortem.analysis.hang.hang import StuckGroup
+from postmortem.analysis.oncall import evidence as parts
+from postmortem.analysis.oncall.evidence import NATIVE, BestGuess, Statement
 from postmortem.analysis.state import KernelState
 from postmortem.analysis.verdict import site_title
 from postmortem.demangle import base_name, collapse_templates, heading_name

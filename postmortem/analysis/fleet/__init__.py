@@ -1,0 +1,1 @@
+"""Many dumps at once: crash signatures and the incident of one job's dumps."""

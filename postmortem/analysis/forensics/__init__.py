@@ -1,0 +1,1 @@
+"""What the faulting instruction touched: lane addresses, their regions, the kernel arguments."""

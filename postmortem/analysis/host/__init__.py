@@ -1,0 +1,1 @@
+"""The host logs joined to the dump, one module per log kind."""
