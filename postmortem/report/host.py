@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import math
 
-from postmortem.analysis.host.events import HostCheck
-from postmortem.analysis.host.join import ApiJoin, HostJoin
+from postmortem.analysis.host.check import HostCheck
+from postmortem.analysis.host.join import HostJoin
+from postmortem.analysis.host.sglang import ApiJoin
 from postmortem.findings import Finding
 from postmortem.host.driver import XID_MEANINGS
 from postmortem.host.model import (

@@ -17,16 +17,13 @@ from postmortem import open_coredump
 from postmortem.analysis.fault.fault import LocalizeOptions, localize
 from postmortem.analysis.forensics.forensics import examine
 from postmortem.analysis.host.join import join_host
-from postmortem.analysis.host.match import (
-    BASE_NAME,
-    EXACT,
+from postmortem.analysis.host.match import BASE_NAME, EXACT, NO_PARAMETERS, match_kernel
+from postmortem.analysis.host.sglang import (
     IN_KERNEL_NAME,
     IN_TEMPLATE,
     LOOSE,
-    NO_PARAMETERS,
     best_api_match,
     match_api,
-    match_kernel,
 )
 from postmortem.codemap import CodeMap
 from postmortem.cubin.sass import parse_sass

@@ -1,16 +1,16 @@
 """How a name or an address the host printed is matched to the dump's, and how closely.
 
 Tools spell one kernel differently: compute-sanitizer writes ``const T *`` where the
-demangler writes ``T const*``, a device assert prints the bare function name, SGLang logs
-the Python API that launched the kernel (``sglang.custom_op.fused_inplace_qknorm``). Each
-match therefore says how it was made, from the strongest to the weakest, so a report can
-tell an exact match from a guess.
+demangler writes ``T const*``, a device assert prints the bare function name. Each match
+therefore says how it was made, from the strongest to the weakest, so a report can tell an
+exact match from a guess. These matches serve every kind of log; SGLang's kernel API names
+are matched in `sglang.py`.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 
 from postmortem.analysis.forensics.address import LaneAddress
 from postmortem.demangle import base_name, demangle, without_parameters
@@ -20,22 +20,9 @@ PAGE_BYTES = 4096
 """The MMU reports a fault at the page's start: 4 KiB, the small page."""
 BIG_PAGE_BYTES = 64 << 10
 """GPU big pages, which some faults report instead."""
-
 EXACT = "exact name"
 NO_PARAMETERS = "same name, parameters aside"
 BASE_NAME = "same base name (namespaces and template arguments aside)"
-IN_KERNEL_NAME = "the call's name is part of the kernel's name"
-IN_TEMPLATE = "the call's name is part of the kernel's template arguments"
-LOOSE = "the call's name is part of the kernel's name, case and underscores aside"
-_API_TIERS = (EXACT, BASE_NAME, IN_KERNEL_NAME, IN_TEMPLATE, LOOSE)
-
-# Parts of an API's dotted name that say nothing of which kernel it launches.
-_GENERIC = frozenset({
-    "sglang", "sgl_kernel", "srt", "custom_op", "custom_ops", "quant_method", "diffusion",
-    "layers", "ops", "torch", "forward", "forward_cuda", "forward_native", "apply", "impl",
-    "__call__", "call", "run", "kernel", "kernels", "_c", "module", "model",
-})  # fmt: skip
-_SPLIT = re.compile(r"[.:]+")
 
 
 def match_kernel(host: str, mangled: str) -> str | None:
@@ -52,45 +39,6 @@ def match_kernel(host: str, mangled: str) -> str | None:
     if base and base_name(host) == base:
         return BASE_NAME
     return None
-
-
-def match_api(call: str, mangled: str) -> str | None:
-    """How an SGLang kernel API's name (`call`) names the dump's kernel, or None."""
-    demangled = demangle(mangled)
-    if call in (mangled, demangled, without_parameters(demangled)):
-        return EXACT
-    parts = [p for p in _SPLIT.split(call) if p and p.lower() not in _GENERIC]
-    base = base_name(demangled)
-    if not parts or not base:
-        return None
-    if parts[-1] == base or base in parts:
-        return BASE_NAME
-    words = [p for p in reversed(parts) if len(p) >= 4]
-    if any(p in base for p in words):
-        return IN_KERNEL_NAME
-    templates = without_parameters(demangled)
-    arguments = templates[templates.find("<") :] if "<" in templates else ""
-    if any(p in arguments for p in words):
-        return IN_TEMPLATE
-    loose = _loose(base)
-    if any(_loose(p) in loose or (len(loose) >= 4 and loose in _loose(p)) for p in words):
-        return LOOSE
-    return None
-
-
-def best_api_match(calls: Sequence[str], kernels: Sequence[str]) -> tuple[int, str, str] | None:
-    """(index into `calls`, kernel, how) of the strongest match, the latest call first
-    among equals; None when no call names any kernel."""
-    best: tuple[int, int, str, str] | None = None
-    for index in range(len(calls) - 1, -1, -1):
-        for kernel in kernels:
-            how = match_api(calls[index], kernel)
-            if how is None:
-                continue
-            rank = _API_TIERS.index(how)
-            if best is None or rank < best[0]:
-                best = (rank, index, kernel, how)
-    return None if best is None else best[1:]
 
 
 def compare_address(
@@ -125,7 +73,3 @@ def lane_words(lane: LaneAddress) -> str:
 
 def _squeeze(name: str) -> str:
     return re.sub(r"\s+", "", name)
-
-
-def _loose(name: str) -> str:
-    return name.lower().replace("_", "")

@@ -1,23 +1,21 @@
-"""Facts the driver and compute-sanitizer printed, compared one by one with the dump's.
+"""The driver's log joined to the dump: Xid faults, CUDA exceptions, dumps written, GPUs lost.
 
-Every comparison is a `HostCheck`: the host's value and the dump's, whether they agree and
-how that was decided. A fact the dump does not hold (no computed address without nvdisasm,
-no exception in a hang dump) is not compared: `agrees` is None, with the reason in `how`.
+Each Xid's GPU is checked to be the dump's before its fault address and access type are
+compared with the faulting lanes'; cuda-gdb's and coredump progress's exception lines are
+compared with the dump's exceptions, SMs, error PCs, kernels and threads.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 from postmortem.analysis.fault.fault import FaultSite
-from postmortem.analysis.forensics.address import LaneAddress
-from postmortem.analysis.host.match import compare_address, lane_words, match_kernel
-from postmortem.demangle import demangle
-from postmortem.host.model import CudaException, DriverLog, SanitizerError, SanitizerLog
+from postmortem.analysis.host.check import DumpFacts, HostCheck, coordinates_check, kernel_check
+from postmortem.analysis.host.match import compare_address, lane_words
+from postmortem.findings import Finding, FindingCode, Severity
+from postmortem.host.model import CudaException, DriverLog
 from postmortem.model import describe_exception
-from postmortem.spelling import dim3_text
 
 _CHECKED = 4
 """Events of one kind compared per log (the first ones)."""
@@ -28,47 +26,7 @@ _ACCESS_KINDS: tuple[tuple[str, frozenset[str]], ...] = (
     ("READ", frozenset({"load", "bulk-copy"})),
     ("WRITE", frozenset({"store", "bulk-copy"})),
 )
-
-
 _SOURCES = {"coredump-progress": "coredump progress", "cuda-gdb": "cuda-gdb"}
-
-
-@dataclass(frozen=True, slots=True)
-class DumpFacts:
-    """What the dump says, as host logs are compared with it."""
-
-    path: Path
-    sites: tuple[FaultSite, ...]
-    kernels: tuple[str, ...]
-    """Mangled: the faulting kernels, else the kernels the grids run."""
-    lanes: tuple[LaneAddress, ...]
-    """The faulting lanes whose address is virtual (global, generic), not a window offset."""
-    access_kinds: tuple[str, ...]
-    """What the faulting instructions do with memory: ``load``, ``store``…"""
-    pci: tuple[tuple[int, int], ...] = ()
-    """(bus, device) of each GPU in the dump whose PCI address it records."""
-
-
-@dataclass(frozen=True, slots=True)
-class HostCheck:
-    """One fact a host log states, compared with the dump."""
-
-    path: Path
-    line: int
-    """Where the log states it (1-based, in the part of the log read)."""
-    source: str
-    """Which part of the log: "Xid 31", "coredump progress", "cuda-gdb", "compute-sanitizer",
-    "CUDA error", "device assert"."""
-    fact: str
-    """"kernel", "exception", "fault address", "block and thread"…"""
-    host: str
-    """The host's value, in words."""
-    dump: str | None
-    """The dump's, in words; None when the dump does not hold it."""
-    agrees: bool | None
-    """None: not compared (`how` says why)."""
-    how: str
-    """How it was compared: ``same 4 KiB page``, ``same base name``…"""
 
 
 def driver_checks(path: Path, log: DriverLog, dump: DumpFacts) -> list[HostCheck]:
@@ -207,101 +165,23 @@ def _sm_check(
     return HostCheck(path, line, source, "device and SM", host, dump, same, how)
 
 
-def sanitizer_checks(path: Path, log: SanitizerLog, dump: DumpFacts) -> list[HostCheck]:
-    """The first memcheck error (the first one in a kernel of the dump, if any), compared."""
-    if not log.errors:
+def gpu_lost(path: Path, log: DriverLog, pci: Sequence[tuple[int, int]]) -> list[Finding]:
+    """A GPU that fell off the bus (Xid 79), with a caveat when it is not one of the dump's."""
+    lost = [x for x in log.xids if x.xid == 79]
+    if not lost:
         return []
-    sites, kernels, lanes = dump.sites, dump.kernels, dump.lanes
-    error = next(
-        (e for e in log.errors if e.kernel and any(match_kernel(e.kernel, k) for k in kernels)),
-        log.errors[0],
-    )
-    checks: list[HostCheck] = []
-    source = "compute-sanitizer"
-    if error.kernel:
-        checks.append(kernel_check(path, error.line, source, error.kernel, kernels))
-        offset = _offset_check(path, error, sites)
-        if offset is not None:
-            checks.append(offset)
-    if error.block is not None and error.thread is not None:
-        checks.append(coordinates_check(path, error.line, source, error.block, error.thread, sites))
-    if error.address is not None:
-        agrees, how, lane = compare_address(error.address, lanes, exact_only=True)
-        if agrees is False:
-            how += " (a sanitizer run is another run: its buffers may lie elsewhere)"
-        shown = lane_words(lane) if lane is not None else None
-        checks.append(
-            HostCheck(
-                path, error.line, source, "address", f"0x{error.address:x}", shown, agrees, how
-            )
+    caveat = None
+    if pci and not any(pci_address(x.pci) in pci for x in lost):
+        gpus = ", ".join(f"{bus:02x}:{device:02x}" for bus, device in pci)
+        caveat = f"the lost GPU is not the dump's ({gpus}): it may be another process's failure"
+    return [
+        Finding(
+            FindingCode.GPU_LOST,
+            Severity.ERROR,
+            f"the GPU at PCI {lost[0].pci} fell off the bus (Xid 79): a hardware or power "
+            "failure, not a kernel's bug; the dump may not hold the state of the crash",
+            tuple(f"{path.name}:{x.line}: Xid {x.xid}, {x.detail}" for x in lost[:4]),
+            "check the GPU's power, temperature and seating; run the vendor's diagnostics",
+            caveat,
         )
-    return checks
-
-
-def _offset_check(
-    path: Path, error: SanitizerError, sites: Sequence[FaultSite]
-) -> HostCheck | None:
-    if error.offset is None or error.kernel is None:
-        return None
-    site = next(
-        (s for s in sites if s.function and match_kernel(error.kernel, s.function.name)), None
-    )
-    if site is None or site.offset is None:
-        return None
-    same = site.offset == error.offset
-    how = "same instruction" if same else "another instruction of the kernel"
-    return HostCheck(
-        path,
-        error.line,
-        "compute-sanitizer",
-        "offset",
-        f"+0x{error.offset:x}",
-        f"+0x{site.offset:x}",
-        same,
-        how,
-    )
-
-
-def kernel_check(
-    path: Path, line: int, source: str, name: str, kernels: Sequence[str]
-) -> HostCheck:
-    """Whether `name`, as a tool printed it, is one of the dump's `kernels` (mangled)."""
-    if not kernels:
-        return HostCheck(path, line, source, "kernel", name, None, None, "the dump names none")
-    for kernel in kernels:
-        how = match_kernel(name, kernel)
-        if how is not None:
-            return HostCheck(path, line, source, "kernel", name, demangle(kernel), True, how)
-    shown = ", ".join(demangle(k) for k in kernels)
-    return HostCheck(path, line, source, "kernel", name, shown, False, "another kernel")
-
-
-def coordinates_check(
-    path: Path,
-    line: int,
-    source: str,
-    block: tuple[int, int, int],
-    thread: tuple[int, int, int],
-    sites: Sequence[FaultSite],
-) -> HostCheck:
-    """Whether a faulting lane of the dump ran (block, thread)."""
-    host = f"block {dim3_text(block)} thread {dim3_text(thread)}"
-    faults = [f for s in sites for f in s.faults if f.block_idx is not None]
-    if not faults:
-        return HostCheck(
-            path,
-            line,
-            source,
-            "block and thread",
-            host,
-            None,
-            None,
-            "the dump records no faulting thread",
-        )
-    same = any(f.block_idx == block and f.thread_idx == thread for f in faults)
-    first = faults[0]
-    dump = f"block {dim3_text(first.block_idx)} thread {dim3_text(first.thread_idx)}"
-    if len(faults) > 1:
-        dump += f" and {len(faults) - 1} more"
-    how = "a faulting thread" if same else "no faulting thread there"
-    return HostCheck(path, line, source, "block and thread", host, dump, same, how)
+    ]
