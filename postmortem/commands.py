@@ -128,7 +128,8 @@ def incident_text(
 ) -> tuple[str, ExitStatus]:
     """The incident report `postmortem analyze CORE...` writes for several dumps, and its exit
     status: OK; SCAN_ERRORS when some dumps could not be read; BAD_INPUT when none could."""
-    from postmortem.analysis.fleet.incident import Role, analyze_incident
+    from postmortem.analysis.fleet.analyze import analyze_incident
+    from postmortem.analysis.fleet.incident import Role
     from postmortem.report.incident import build_incident_report
     from postmortem.report.render import render
 

@@ -16,8 +16,8 @@ from postmortem.analysis.hang.motion import (
     Motion,
     PcMotion,
     WarpMotion,
-    seconds_text,
 )
+from postmortem.analysis.hang.pairing import seconds_text
 from postmortem.demangle import demangle
 from postmortem.model import describe_exception
 from postmortem.report.oncall import oncall_json

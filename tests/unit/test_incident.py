@@ -14,14 +14,8 @@ import pytest
 
 from postmortem.analysis.analyze import AnalyzeOptions
 from postmortem.analysis.fault.fault import LocalizeOptions
-from postmortem.analysis.fleet.incident import (
-    METADATA,
-    MTIME,
-    IncidentDump,
-    Role,
-    analyze_incident,
-    build_incident,
-)
+from postmortem.analysis.fleet.analyze import analyze_incident
+from postmortem.analysis.fleet.incident import METADATA, MTIME, IncidentDump, Role, build_incident
 from postmortem.analysis.oncall.summary import ProblemClass
 from postmortem.report.incident import build_incident_report
 from postmortem.report.render import render

@@ -11,14 +11,12 @@ import pytest
 
 from postmortem.analysis.analyze import AnalyzeOptions
 from postmortem.analysis.fault.fault import LocalizeOptions
-from postmortem.analysis.fleet.incident import analyze_incident
+from postmortem.analysis.fleet.analyze import analyze_incident
 from postmortem.analysis.hang.hang import StuckGroup
-from postmortem.analysis.hang.motion import (
-    MAX_REGISTER_WARPS,
+from postmortem.analysis.hang.motion import MAX_REGISTER_WARPS, Motion, compare_dumps
+from postmortem.analysis.hang.pairing import (
     DumpIdentity,
     DumpName,
-    Motion,
-    compare_dumps,
     order_pair,
     pair_by_process,
     parse_dump_name,
@@ -370,7 +368,7 @@ def test_a_comparison_that_fails_is_a_reason_never_a_traceback(tmp_path, monkeyp
     def broken(*args, **kwargs):
         raise ValueError("a row no reader expected")
 
-    monkeypatch.setattr("postmortem.analysis.fleet.incident.compare_dumps", broken)
+    monkeypatch.setattr("postmortem.analysis.fleet.stuck.compare_dumps", broken)
     dumps = _pair(tmp_path)
     incident = analyze_incident(dumps, NATIVE)
     assert incident.motion.compared == ()

@@ -1,0 +1,221 @@
+"""Which dumps are of one hung process, and which of two is earlier.
+
+A dump is one instant: a warp at a barrier may be on its way through it. Two dumps of the
+same process, seconds apart, tell a hang from a slow kernel (`motion.py` compares them).
+Whether two dumps are of one process is read from their file
+names: the driver's `CUDA_COREDUMP_FILE` patterns carry the host (``%h``) and process id
+(``%p``), and the dump itself holds neither (its metadata row has a timestamp, flags and
+versions only). The grids both dumps hold (same device, grid id, kernel entry and context)
+support the claim; without a process in the names, they are the only evidence and the
+comparison says so. Names that give different hosts or pids, or dumps with no grid in
+common, are never compared.
+
+Which dump is earlier: the metadata timestamps (r565 and later), else the ``%t`` of the
+names, else the files' modification times; the first source that tells them apart wins.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import PurePath
+
+from postmortem.summary import KernelLaunch
+
+NAME_PATTERNS = (
+    "core.cuda.%t.%p",
+    "core_%h.%p.%t.nvcudmp",
+    "core_%h.%p.%t",
+    "core_%t_%h_%p.nvcudmp",
+    "core.cuda.%h.%p",
+    "%h.%p.%t.nvcudmp",
+    "%h.%p.%t",
+    "%h_%p_%t",
+)
+"""Names the driver writes (``CUDA_COREDUMP_FILE`` as `postmortem capture` sets it, cuda-gdb's
+and the driver API's defaults, SGLang's crash folder), first match wins; a ``.gz`` suffix is
+ignored. The same patterns as `postmortem.scan.names`, which the analysis may not import."""
+METADATA = "metadata"
+NAME = "name"
+MTIME = "mtime"
+_FIELDS = {"h": r"(?P<host>[^/]+?)", "p": r"(?P<pid>\d{1,10})", "t": r"(?P<time>\d{10})"}
+
+
+@dataclass(frozen=True, slots=True)
+class DumpName:
+    """What a dump's file name says about the process that wrote it."""
+
+    host: str | None
+    pid: int | None
+    time: int | None
+    """Unix seconds from ``%t``."""
+    pattern: str | None
+    """The pattern that matched; None when none did."""
+
+
+@lru_cache(maxsize=32)
+def _compiled(pattern: str) -> re.Pattern[str]:
+    parts = re.split(r"%([htp])", pattern)
+    out = [re.escape(parts[0])]
+    for spec, text in zip(parts[1::2], parts[2::2], strict=True):
+        out += [_FIELDS[spec], re.escape(text)]
+    return re.compile("".join(out))
+
+
+def parse_dump_name(path: str) -> DumpName:
+    """Host, pid and time from the file name of `path` (a path or URL), by `NAME_PATTERNS`."""
+    name = PurePath(path.rsplit("/", 1)[-1]).name.removesuffix(".gz")
+    for pattern in NAME_PATTERNS:
+        match = _compiled(pattern).fullmatch(name)
+        if match is None:
+            continue
+        fields = match.groupdict()
+        pid, time = fields.get("pid"), fields.get("time")
+        return DumpName(
+            fields.get("host"),
+            None if pid is None else int(pid),
+            None if time is None else int(time),
+            pattern,
+        )
+    return DumpName(None, None, None, None)
+
+
+@dataclass(frozen=True, slots=True)
+class DumpIdentity:
+    """What tells one dump's process and time, without reading its warps."""
+
+    path: str
+    name: DumpName
+    timestamp: int | None
+    """The metadata row's timestamp (Unix seconds); None before r565."""
+    mtime: float | None
+    grids: frozenset[tuple[int, int | None, int | None, int | None]]
+    """(device, grid id, kernel entry, context id) of every grid the dump holds."""
+
+
+def dump_identity(
+    path: str, timestamp: int | None, mtime: float | None, launches: Sequence[KernelLaunch]
+) -> DumpIdentity:
+    """The identity of the dump at `path` from its summary's metadata and launches."""
+    grids = frozenset(
+        (g.device_index, g.grid_id, g.function_entry, g.context_id)
+        for g in (launch.grid for launch in launches)
+    )
+    return DumpIdentity(path, parse_dump_name(path), timestamp or None, mtime, grids)
+
+
+@dataclass(frozen=True, slots=True)
+class SameProcess:
+    """Whether two dumps are of one process, and on what evidence."""
+
+    same: bool
+    host: str | None
+    pid: int | None
+    evidence: tuple[str, ...]
+    """What was used, each in a phrase."""
+    why: str
+    """The answer in a phrase: what made them one process, or what told them apart."""
+
+
+def same_process(a: DumpIdentity, b: DumpIdentity) -> SameProcess:
+    """Whether dumps `a` and `b` are of one process (see the module's doc)."""
+    na, nb = a.name, b.name
+    evidence: list[str] = []
+    if na.pid is not None and nb.pid is not None:
+        if na.pid != nb.pid or (na.host is not None and nb.host is not None and na.host != nb.host):
+            return SameProcess(
+                False, None, None, ("file names",),
+                f"different processes: {_process(na)} and {_process(nb)} (file names)",
+            )  # fmt: skip
+        evidence.append(f"file names: {_process(na)}")
+    common = a.grids & b.grids
+    if not common:
+        why = "no grid (device, grid id, kernel entry, context) is in both dumps"
+        if evidence:
+            why += ": another process with the same pid, or no kernel left running"
+        return SameProcess(False, None, None, (*evidence, "grids"), why)
+    ids = sorted({g[1] for g in common if g[1] is not None})
+    grid_text = f"grid{'s' if len(ids) != 1 else ''} {', '.join(map(str, ids))}" if ids else ""
+    evidence.append(f"{len(common)} grid{'s' if len(common) != 1 else ''} in both ({grid_text})")
+    if na.pid is None or nb.pid is None:
+        why = "grids and contexts in common (the file names do not say the process)"
+        return SameProcess(True, None, None, tuple(evidence), why)
+    why = f"{_process(na)} in both file names, and grids in common"
+    return SameProcess(True, na.host, na.pid, tuple(evidence), why)
+
+
+def _process(name: DumpName) -> str:
+    host = f"host {name.host}, " if name.host is not None else ""
+    return f"{host}pid {name.pid}"
+
+
+def order_pair(a: DumpIdentity, b: DumpIdentity) -> tuple[DumpIdentity, DumpIdentity, float, str]:
+    """(earlier, later, seconds between them, the source that ordered them): metadata
+    timestamps, else the names' ``%t``, else modification times; the first that tells them
+    apart, else the first both have (0 s, the order given)."""
+    sources: list[tuple[str, float, float]] = []
+    for source, x, y in (
+        (METADATA, a.timestamp, b.timestamp),
+        (NAME, a.name.time, b.name.time),
+        (MTIME, a.mtime, b.mtime),
+    ):
+        if x is not None and y is not None:
+            sources.append((source, float(x), float(y)))
+    chosen = next((s for s in sources if s[1] != s[2]), sources[0] if sources else None)
+    if chosen is None:
+        return a, b, 0.0, MTIME
+    source, x, y = chosen
+    return (a, b, y - x, source) if x <= y else (b, a, x - y, source)
+
+
+@dataclass(frozen=True, slots=True)
+class NotCompared:
+    """Two dumps that were not compared, and why."""
+
+    dumps: tuple[str, str]
+    why: str
+
+
+def pair_by_process(
+    dumps: Sequence[DumpIdentity],
+) -> tuple[list[tuple[DumpIdentity, DumpIdentity, float, str, SameProcess]], list[NotCompared]]:
+    """The dumps grouped by process: for each process with two dumps or more, its earliest
+    and latest (with the gap and what ordered them); for each other process, why its first
+    dump is not compared with the first dump of the first process."""
+    groups: list[list[tuple[DumpIdentity, SameProcess | None]]] = []
+    for dump in dumps:
+        for group in groups:
+            verdict = same_process(group[0][0], dump)
+            if verdict.same:
+                group.append((dump, verdict))
+                break
+        else:
+            groups.append([(dump, None)])
+    pairs = []
+    for group in groups:
+        if len(group) < 2:
+            continue
+        members = [d for d, _ in group]
+        first, last = members[0], members[0]
+        for member in members[1:]:
+            first = order_pair(first, member)[0]
+            last = order_pair(last, member)[1]
+        earlier, later, seconds, source = order_pair(first, last)
+        pairs.append((earlier, later, seconds, source, same_process(earlier, later)))
+    lead = groups[0][0][0] if groups else None
+    others = [
+        NotCompared((lead.path, group[0][0].path), same_process(lead, group[0][0]).why)
+        for group in groups[1:]
+        if lead is not None
+    ]
+    return pairs, others
+
+
+def seconds_text(seconds: float) -> str:
+    """A gap between dumps for people: ``4 s``, ``4.1 s``, ``12 s``."""
+    if seconds >= 10:
+        return f"{seconds:.0f} s"
+    text = f"{seconds:.1f}".removesuffix(".0")
+    return f"{text} s"
