@@ -73,7 +73,7 @@ class FindingCode(Enum):
     GDB_NEEDS_MEMCHECK_ADDRESS = "needs-memcheck-address"
     GDB_COREDUMP_REFUSED = "gpu-coredump-refused"
     GDB_NOT_A_COREDUMP = "not-a-gpu-coredump"
-    # What the host printed, joined to the dump (analysis/host/join.py).
+    # What the host printed, joined to the dump (analysis/host/: one module per log kind).
     HOST_LOG_NOT_RECOGNIZED = "host-log-not-recognized"
     HOST_LOG_CUT = "host-log-cut"
     HOST_DISAGREES = "host-log-disagrees"

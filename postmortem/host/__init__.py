@@ -5,5 +5,5 @@ compute-sanitizer report, often several of them interleaved. `reader.py` opens e
 safely and reads a bounded tail of it; one pure parser per kind turns lines into facts
 (`sglang.py`, `cudaerror.py`, `driver.py`, `sanitizer.py`), recognizing each kind by its
 content, never by the file's name. No parser raises, whatever the bytes. This package knows
-nothing of the dump; the join lives in `analysis/host/join.py`.
+nothing of the dump; the join lives in `analysis/host/`, one module per kind.
 """
