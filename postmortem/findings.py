@@ -64,6 +64,11 @@ class FindingCode(Enum):
     HANG_LIMITED = "hang-limited"
     # Forensics that could not be done in full (analysis/forensics/forensics.py).
     FORENSICS_LIMITED = "forensics-limited"
+    ASSERT_IN_CALL = "assert-in-call"
+    """A failed device assert's lane is inside `__assertfail`: its PC is the return address."""
+    LANES_MOVED_ON = "lanes-moved-on"
+    """The faulting lanes ran on past the faulting instruction before the dump, so their
+    registers no longer hold its operands: no address is computed from them."""
     # Known cuda-gdb failures, recognised by their text (gdb/faults.py).
     GDB_PYTHON_UNWINDER_FAULT = "python-unwinder-fault"
     GDB_CUBIN_ABI_TOO_NEW = "cubin-abi-too-new"

@@ -19,7 +19,8 @@ from postmortem.coredump import tables as t
 from postmortem.coredump.reader import Coredump
 from postmortem.coredump.rows import make_cta, make_sm, make_warp
 from postmortem.cubin.inspect import Function
-from postmortem.model import CTA, SM, CodeLocation, Dim3, Grid, RowRef, Warp
+from postmortem.cubin.sass import INSTRUCTION_BYTES
+from postmortem.model import CTA, SM, CodeLocation, Dim3, Grid, Lane, RowRef, Warp
 
 
 @dataclass(frozen=True, slots=True)
@@ -249,3 +250,16 @@ def kernel_of(
     """The mangled name of the kernel a grid runs, when its entry lies in a loaded image."""
     code = kernel_code(core, code_map, device_index, grid_id)
     return code[1].name if code else None
+
+
+def still_at_fault(lane: Lane, error_pc: int | None) -> bool:
+    """The lane is where the fault left it, so its registers and call stack are the fault's.
+
+    The driver reports a memory fault after the warp issued the instruction: on an H100
+    (driver 580) the faulting lanes' PC is the next instruction (fixtures/real/oob_store_real),
+    with nothing executed since. A lane further on may have overwritten them: in
+    fixtures/real/calls_real the lanes had returned from the faulting function to `EXIT`.
+    """
+    if error_pc is None or lane.virtual_pc is None:
+        return True
+    return lane.virtual_pc in (error_pc, error_pc + INSTRUCTION_BYTES)

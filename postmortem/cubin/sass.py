@@ -133,6 +133,9 @@ def _offset_of(instruction: SassInstruction) -> int:
     return instruction.offset
 
 
+INSTRUCTION_BYTES = 16
+"""Bytes per SASS instruction: sm_70 and later encode every instruction in 16."""
+
 _OFFSET_LINE = re.compile(r"^\s*/\*([0-9a-fA-F]{1,16})\*/(.*)$")
 _ENCODING_ONLY = re.compile(r"^\s*/\*\s*0x[0-9a-fA-F]+\s*\*/\s*$")
 _COMMENT = re.compile(r"/\*.*?\*/")

@@ -89,6 +89,7 @@ def _hang(hang: HangAnalysis | None) -> Json | None:
                 "driver_barrier": g.driver_barrier,
                 "calls": calls_json(g.calls),
                 "in_polling_loop": g.in_polling_loop,
+                "waits_at_hex": f"0x{g.waits_at:04x}" if g.waits_at is not None else None,
                 "chain": [
                     {"depth": d, "file": q.frame.file, "line": q.frame.line, "source": q.text,
                      "missing": q.reason, "function": name.demangled if name else None,
@@ -202,7 +203,8 @@ def _ran(analysis: Analysis) -> set[str]:
 def _location_brief(site: FaultSite) -> str | None:
     """`location` with the bounded heading name: a CUTLASS kernel's is thousands long."""
     function = site.innermost
-    frames = site.calls.frames if site.calls and site.calls.is_called else ()
+    # Frame 0's offset is from the start of the function holding the PC (a clone's own).
+    frames = site.calls.frames if site.calls else ()
     offset = frames[0].offset if frames else site.offset
     if function is None or offset is None:
         return None

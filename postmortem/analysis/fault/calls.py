@@ -16,16 +16,15 @@ from dataclasses import dataclass
 
 from postmortem.analysis.fault.inline import FrameName, line_table_chain
 from postmortem.analysis.fault.source import FunctionAt
+from postmortem.analysis.state import still_at_fault
 from postmortem.codemap import CodeMap
 from postmortem.coredump import Coredump
 from postmortem.cubin.inspect import Function
 from postmortem.cubin.nvdisasm import Disassembly
-from postmortem.cubin.sass import SassInstruction, SourceFrame
+from postmortem.cubin.sass import INSTRUCTION_BYTES, SassInstruction, SourceFrame
 from postmortem.demangle import demangle
 from postmortem.model import Fault, Lane, Module
 
-# sm_70 and later encode every instruction in 16 bytes.
-INSTRUCTION_BYTES = 16
 # Deeper stacks are shown cut (recursion in a dump of untrusted depth).
 MAX_FRAMES = 64
 
@@ -103,6 +102,14 @@ def unwind(
     lane, pc = fault.lane_record, fault.error_pc
     if lane is None or pc is None:
         return None
+    if not still_at_fault(lane, pc):
+        # The lane's call depth and backtrace rows are of where it went, not of the fault.
+        frame, _ = _frame(code_map, lane.device_index, 0, pc, False, listing, function_at)
+        moved = (
+            f"the lane had moved on to 0x{lane.virtual_pc:x} when the dump was written: its "
+            "calls at the fault are not in the dump"
+        )
+        return CallStack((frame,), 0, 0, (moved,))
     return unwind_lane(core, code_map, lane, pc, listing, function_at)
 
 

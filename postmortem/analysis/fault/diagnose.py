@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from postmortem.cubin.sass import SassInstruction
 from postmortem.findings import Finding, FindingCode, Severity
 
 _LINEINFO_REMEDY = (
@@ -91,7 +92,8 @@ def lane_offset_mismatch(lane_offset: int, section_offset: int) -> Finding:
         Severity.WARNING,
         f"the lane's function-relative PC (0x{lane_offset:x}) differs from the error PC's "
         f"offset in its code section (0x{section_offset:x})",
-        remedy="the lane may be inside a called device function; the error PC is used",
+        remedy="the lane may be inside a called device function, or have run on after the "
+        "fault; the error PC is used",
     )
 
 
@@ -104,6 +106,16 @@ def imprecise_pc(opcode: str, exception: str, nearest: str | None) -> Finding:
         f"imprecise{hint}",
         remedy="errors can be reported a few instructions after the access; rerun under "
         "compute-sanitizer on a GPU for the exact instruction",
+    )
+
+
+def assert_return_address(offset: int, call: SassInstruction) -> Finding:
+    """A failed assert's lane is inside the `__assertfail` call: its PC is the return address."""
+    return Finding(
+        FindingCode.ASSERT_IN_CALL,
+        Severity.INFO,
+        f"the asserting lane is inside the assert's call ({call.text} at /*{call.offset:04x}*/): "
+        f"its PC, +0x{offset:x}, is the call's return address; the call is shown",
     )
 
 

@@ -24,8 +24,8 @@ from postmortem.codemap import CodeMap, find_faults
 from postmortem.coredump import Coredump
 from postmortem.cubin.inspect import Function
 from postmortem.cubin.nvdisasm import Disassembly, DisassemblyStore
-from postmortem.cubin.sass import SassInstruction, SassListing, SourceFrame
-from postmortem.demangle import without_parameters
+from postmortem.cubin.sass import INSTRUCTION_BYTES, SassInstruction, SassListing, SourceFrame
+from postmortem.demangle import heading_name, without_parameters
 from postmortem.findings import Finding
 from postmortem.model import Fault, FaultSource, Module, describe_exception
 
@@ -152,12 +152,13 @@ def _localize_site(
     inner = summary.find_function(pc) if summary else None
     notes: list[Finding] = []
     lane_offsets = {f.function_offset for f in faults if f.function_offset is not None}
-    if lane_offsets - {location.offset}:
-        notes.append(
-            dx.lane_offset_mismatch(min(lane_offsets - {location.offset}), location.offset)
-        )
+    # A lane one instruction past the error PC is where the driver leaves a faulting warp
+    # (calls.still_at_fault): not a mismatch.
+    odd = lane_offsets - {location.offset, location.offset + INSTRUCTION_BYTES}
+    if odd:
+        notes.append(dx.lane_offset_mismatch(min(odd), location.offset))
     has_lines = summary.has_line_info if summary else None
-    name = function.demangled if function else location.section_name
+    name = heading_name(function.demangled) if function else location.section_name
     notes.extend(_build_notes(code_map, location.module, name, has_lines))
     site = _replace(
         base, module=location.module, function=function,
@@ -230,6 +231,10 @@ def _disassembled(
         return _replace(site, diagnoses=tuple(notes))
     listing = result.listing
     instruction = listing.at(site.offset)
+    call = _assert_call(listing, site, instruction)
+    if call is not None:
+        notes.append(dx.assert_return_address(site.offset, call))
+        instruction = call
     window = _without_padding(listing.window(site.offset, options.window, options.window), listing)
     named, disagreement = reconcile(native, instruction.inline_chain if instruction else ())
     notes.extend([disagreement] if disagreement else [])
@@ -248,6 +253,23 @@ def _disassembled(
         site, instruction=instruction, window=window, chain=chain, quoted=lines,
         frame_names=named.names, disassembly=result, diagnoses=tuple(notes), forensics=evidence,
     )  # fmt: skip
+
+
+_WARP_ASSERT = 12
+
+
+def _assert_call(
+    listing: SassListing, site: FaultSite, at: SassInstruction | None
+) -> SassInstruction | None:
+    """The `__assertfail` call of a failed device assert whose PC is the call's return
+    address: on an H100 (driver 580) the asserting lane sits inside the call, its PC the
+    instruction after it (fixtures/real/torch_index_assert_real)."""
+    if site.exception != _WARP_ASSERT or site.offset is None:
+        return None
+    if at is not None and at.base_opcode == "CALL":
+        return None
+    before = listing.at(site.offset - INSTRUCTION_BYTES)
+    return before if before is not None and before.base_opcode == "CALL" else None
 
 
 def _without_padding(

@@ -8,6 +8,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from postmortem.analysis.state import still_at_fault
 from postmortem.coredump import Coredump
 from postmortem.cubin.operands import MemoryAccess, effective_address
 from postmortem.model import Dim3, Fault, Lane, RowRef, Warp
@@ -65,19 +66,23 @@ class AddressSpread:
 
 def lane_addresses(
     core: Coredump, access: MemoryAccess, faults: Sequence[Fault]
-) -> tuple[tuple[LaneAddress, ...], str]:
+) -> tuple[tuple[LaneAddress, ...], str, tuple[Lane, ...]]:
     """Addresses of the faulting lanes, or, for a warp-level fault, of the warp's active
-    lanes at the error PC; with a phrase naming which lanes those are."""
+    lanes at the error PC; with a phrase naming which lanes those are, and the faulting
+    lanes left out because they had moved on (`still_at_fault`)."""
     pairs: list[tuple[Warp, Lane]] = []
+    moved: list[Lane] = []
     warp_level = False
     for fault in faults:
         if fault.warp_record is None:
             continue
-        if fault.lane_record is not None:
-            pairs.append((fault.warp_record, fault.lane_record))
-        else:
+        if fault.lane_record is None:
             warp_level = True
             pairs.extend(_active_lanes_at(core, fault.warp_record, fault.error_pc))
+        elif still_at_fault(fault.lane_record, fault.error_pc):
+            pairs.append((fault.warp_record, fault.lane_record))
+        else:
+            moved.append(fault.lane_record)
     uniforms: dict[RowRef, tuple[int, ...] | None] = {}  # read once per warp
     result = []
     for warp, lane in pairs:
@@ -85,7 +90,7 @@ def lane_addresses(
             uniforms[warp.ref] = core.uniform_registers(warp)
         result.append(_lane_address(access, lane, core.registers(lane), uniforms[warp.ref]))
     which = "active lanes at the error PC" if warp_level else "faulting lanes"
-    return tuple(result), which
+    return tuple(result), which, tuple(moved)
 
 
 def _active_lanes_at(core: Coredump, warp: Warp, pc: int | None) -> Iterable[tuple[Warp, Lane]]:
@@ -93,7 +98,7 @@ def _active_lanes_at(core: Coredump, warp: Warp, pc: int | None) -> Iterable[tup
     for lane in core.lanes(warp):
         if lane.lane is None or not active >> lane.lane & 1:
             continue
-        if pc is None or lane.virtual_pc == pc:
+        if still_at_fault(lane, pc):
             yield warp, lane
 
 

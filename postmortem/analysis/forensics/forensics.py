@@ -20,7 +20,7 @@ from postmortem.coredump import Coredump
 from postmortem.cubin.operands import MemoryAccess, address_formula, decode_access
 from postmortem.cubin.sass import SassInstruction
 from postmortem.findings import Finding, FindingCode, Severity
-from postmortem.model import Fault
+from postmortem.model import Fault, Lane
 from postmortem.spelling import dim3_text
 
 # Spaces whose addresses are device virtual addresses, so that a pointer argument can be
@@ -57,13 +57,14 @@ def examine(
         chosen = _chosen_lanes(faults)
         return Forensics(None, None, (), "", None, (), arguments, _limits(note, *chosen, *why))
     notes = _chosen_lanes(faults)
-    lanes, lane_set = lane_addresses(core, access, faults)
-    if not lanes and any(f.warp_record is not None for f in faults):
+    lanes, lane_set, moved = lane_addresses(core, access, faults)
+    moved_on = _moved_on(moved, faults, instruction)
+    if not lanes and not moved and any(f.warp_record is not None for f in faults):
         notes.append(
             "no active lane of the faulting warp is at the error PC: the exception is "
             "imprecise (the lanes moved on), so their registers no longer hold the address"
         )
-    elif not lanes:
+    elif not lanes and not moved:
         notes.append(
             "no lane registers: the faulting warp is not in the dump (an SM-level fault "
             "whose warp has exited)"
@@ -81,8 +82,31 @@ def examine(
     arguments, why = _arguments(core, code_map, faults, focus, access.width_bytes)
     return Forensics(
         access, formula, lanes, lane_set, address_spread(lanes),
-        check_addresses(core, access, faults, addresses), arguments, _limits(*notes, *why),
+        check_addresses(core, access, faults, addresses), arguments,
+        (*moved_on, *_limits(*notes, *why)),
     )  # fmt: skip
+
+
+def _moved_on(
+    moved: Sequence[Lane], faults: Sequence[Fault], instruction: SassInstruction
+) -> tuple[Finding, ...]:
+    """Say that the faulting lanes had run on, so no address is computed from them."""
+    if not moved:
+        return ()
+    first = moved[0]
+    fault = next(f for f in faults if f.lane_record is first)
+    lane_pc, error_pc = first.virtual_pc or 0, fault.error_pc or 0
+    where = f"{lane_pc - error_pc:+#x} from the error PC"
+    if first.function_offset is not None and lane_pc < error_pc:
+        where = f"behind the error PC, at +0x{first.function_offset:x} of its function"
+    count = f"{len(moved)} faulting lane{'s' if len(moved) != 1 else ''}"
+    message = (
+        f"{count} had moved on past {instruction.text} when the dump was written ({where}): "
+        "the driver reports a fault after the warp issued the instruction, and these lanes "
+        "ran on, so their registers no longer hold its address; none is computed from them"
+    )
+    caveat = "compute-sanitizer on the same input shows the address"
+    return (Finding(FindingCode.LANES_MOVED_ON, Severity.INFO, message, caveat=caveat),)
 
 
 def _chosen_lanes(faults: Sequence[Fault]) -> list[str]:

@@ -12,7 +12,7 @@ import re
 from collections.abc import Sequence
 
 from postmortem.analysis.state import WarpPcs
-from postmortem.cubin.sass import SassInstruction, SassListing
+from postmortem.cubin.sass import INSTRUCTION_BYTES, SassInstruction, SassListing
 
 _LOOP_SPAN = 32  # instructions: longer loops are not "spinning in place"
 _LABEL = re.compile(r"`\((?P<label>[^)]+)\)")
@@ -54,6 +54,25 @@ def barrier_kind(instruction: SassInstruction | None) -> str | None:
     if base == "UCGABAR_WAIT":  # the cluster barrier (barrier.cluster.wait): every CTA of it
         return "cluster"
     return None
+
+
+def deferred_barrier(listing: SassListing, offset: int) -> SassInstruction | None:
+    """The deferred-blocking barrier a warp whose PC is `offset` waits at, or None.
+
+    A warp that issues `BAR.SYNC.DEFER_BLOCKING` is held at the next instruction until the
+    barrier completes, and the dump gives that next instruction as its PC: warps of an H100
+    (driver 580) hung in `__syncthreads()` sit one instruction past the barrier
+    (fixtures/real/hang_barrier_real). A warp released an instant before the dump sits
+    there too, which one snapshot cannot tell apart.
+    """
+    here = listing.at(offset)
+    if here is not None and barrier_kind(here) is not None:
+        return None
+    before = listing.at(offset - INSTRUCTION_BYTES)
+    if before is None or before.base_opcode != "BAR":
+        return None
+    modifiers = before.modifiers
+    return before if "DEFER_BLOCKING" in modifiers and "ARV" not in modifiers else None
 
 
 def in_polling_loop(listing: SassListing, offset: int) -> bool:

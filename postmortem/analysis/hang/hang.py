@@ -32,6 +32,7 @@ from postmortem.analysis.fault.source import FunctionAt, QuotedLine, function_fi
 from postmortem.analysis.hang.barriers import (
     barrier_kind,
     barrier_operands,
+    deferred_barrier,
     driver_barrier,
     in_polling_loop,
     polling_loop_start,
@@ -97,6 +98,9 @@ class StuckGroup:
     driver_barrier: str | None = None
     """What the driver's warp rows (r590+) say of the group's warps at a barrier: its scope
     and its own words; None when the rows say nothing."""
+    waits_at: int | None = None
+    """The offset of the deferred-blocking barrier just before `offset` that the warps wait
+    at (`instruction` and `chain` are then the barrier's), else None."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -205,8 +209,11 @@ def _groups(
     for group in pc_groups(warps):
         instruction = listing.at(group.offset) if listing else None
         waits = indexed is not None and mbarrier_wait(indexed, group.offset) is not None
+        deferred = deferred_barrier(listing, group.offset) if listing and not waits else None
+        instruction = deferred or instruction
+        at = deferred.offset if deferred else group.offset
         named, _ = reconcile(
-            native(group.offset) if native else None,
+            native(at) if native else None,
             instruction.inline_chain if instruction else (),
         )
         chain = named.frames
@@ -220,6 +227,7 @@ def _groups(
                 named.names,
                 *barrier_operands(instruction),
                 role_at(indexed, group.offset) if indexed is not None else None,
+                waits_at=deferred.offset if deferred else None,
             )
         )  # fmt: skip
     return found
@@ -302,6 +310,8 @@ def _findings(
 def _where(offset: int, groups: dict[int, StuckGroup]) -> str:
     group = groups.get(offset)
     text = f"0x{offset:04x}"
+    if group and group.waits_at is not None:
+        text += f" (held after the barrier at 0x{group.waits_at:04x})"
     if group and group.instruction:
         text += f" {group.instruction.text}"
     if group and group.chain:
