@@ -242,9 +242,9 @@ def _two_xz_streams(data):
 @pytest.mark.parametrize(
     ("codec", "compress", "evidence"),
     [
-        ("zstd", zstd.compress, "the first zstd frame header says 75.1 KiB"),
-        ("xz", _two_xz_streams, "the xz index says 75.1 KiB"),
-        ("gzip", gzip.compress, "its ELF header puts section headers up to byte 76944"),
+        ("zstd", zstd.compress, "the first zstd frame header says 87.4 KiB"),
+        ("xz", _two_xz_streams, "the xz index says 87.4 KiB"),
+        ("gzip", gzip.compress, "its ELF header puts section headers up to byte 89448"),
     ],
     ids=["zstd-frame-header", "xz-index-of-two-streams", "elf-header"],
 )  # fmt: skip

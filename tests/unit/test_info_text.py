@@ -12,19 +12,19 @@ from postmortem.summary import summarize
 from tests.conftest import DUMPS
 
 EXPECTED = """\
-fixtures/dumps/oob_store.nvcudmp: CUDA coredump, 75.1 KiB
+fixtures/dumps/oob_store.nvcudmp: CUDA coredump, 87.4 KiB
 faults at 1 PC: 5 lanes in 1 warp
   Warp Illegal Address (14) at pc 0x7f3c2a0000d0 = oob_kernel(float*, int, float)+0xd0
     5 lanes; first: block (5,0,0), thread (67,0,0), device 0, sm 3, warp 2, lane 3, grid 7
 
 devices: 1
   0: NVIDIA H100 80GB HBM3 (GH100, sm_90), 132 SMs x 64 warps x 32 lanes, pci 18:00
-  captured: 2 SMs, 3 CTAs, 7 warps, 208 lanes
+  captured: 132 SMs, 3 CTAs, 7 warps, 208 lanes
 grids: 1
   grid 7 on device 0: oob_kernel(float*, int, float)<<<(64,1,1),(256,1,1)>>>, 10 registers
 modules: 1
   0x56123a400000 (context 0x561239f00000, ELF ABI v7, 4.6 KiB): oob_kernel(float*, int, float)
-format: ELF ABI v7, 452 sections, rows in the r400 layout
+format: ELF ABI v7, 582 sections, rows in the r400 layout
   optional sections present: parameter memory 1, uniform registers 7, uniform predicates 7
   absent: non-relocated image, global memory, managed memory, shared memory, local memory, \
 backtrace, constbank table, metadata, convergence barriers
