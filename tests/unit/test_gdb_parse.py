@@ -480,6 +480,48 @@ def test_live_11_8_transcript_agrees_with_the_dump_truth(path):
     LIVE_CHECKS[command](result.value if isinstance(result, Parsed) else result, truth, expect)
 
 
+# cuda-gdb 13.0 (CUDA 13 toolkit, driver 580, an H100) on the fixture dumps: it opens every
+# one but these, each refused in its own words (its crash on sm_fault's SM-level fault comes
+# after the banner). The r400 ones: a device or SM with no exception reads as exception 1.
+REFUSED_13 = {
+    "hang_barrier.twin_r400": "unhandled device exception (1)",
+    "sm_fault.twin_r400": "unhandled device exception (1)",
+    "two_devices": "unhandled device exception (1)",
+    "sm_fault": "std::out_of_range",
+}
+LIVE_13 = sorted(
+    p for p in (CUDA_GDB / "13.0").glob("*__banner.txt")
+    if (DUMPS / f"{p.name.split('__')[0]}.nvcudmp").is_file()
+)  # fmt: skip
+
+
+def test_cuda_gdb_13_was_run_on_every_fixture_dump():
+    names = {p.name.split("__")[0] for p in LIVE_13}
+    assert names == {p.name.removesuffix(".nvcudmp") for p in DUMPS.glob("*.nvcudmp")}
+
+
+@pytest.mark.parametrize("path", LIVE_13, ids=case_id)
+def test_live_13_0_banner_agrees_with_the_dump_truth(path):
+    # GIVEN cuda-gdb 13.0's banner on a fixture dump and what the builder planted
+    _, text = load_transcript(path)
+    name = path.name.split("__")[0]
+    if name in REFUSED_13:
+        assert REFUSED_13[name] in text
+        return
+    expect = truth_for(path).get("cuda_gdb_expect")
+    # WHEN it is parsed, THEN the dump opened, and a fault is the planted one
+    result = parse_exception_banner(text)
+    assert isinstance(result, Parsed), result
+    assert result.value.focus is not None
+    if expect is None:
+        return
+    words = expect["banner"].removeprefix("CUDA Exception: ")
+    if words != "Assertion failed.":
+        assert result.value.name == words
+        assert result.value.error_pc == expect["error_pc"]
+    assert coords(result.value.focus) == coords(focus_of(expect))
+
+
 def check_outside(text, truth):
     codes = {d.code.value for d in diagnose(text)}
     if truth["abi_version"] == 8 or "v8" in truth["scenario"]:
