@@ -4,7 +4,7 @@ Exit status (stable): 0 done; 2 the input could not be read as a CUDA coredump;
 3 an external tool failed; 1 anything else.
 
 Each command imports what it needs when it runs (`postmortem.commands`,
-`postmortem.scan.cli_support`): `--help` and shell completion load click and this module
+`postmortem.scan.command`): `--help` and shell completion load click and this module
 only, never the reader, numpy, the analysis or jinja2.
 """
 
@@ -14,6 +14,7 @@ import os
 import sys
 import traceback
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
@@ -21,6 +22,7 @@ import click
 
 from postmortem._version import __version__
 from postmortem.errors import BadOption, ExitStatus, PostmortemError
+from postmortem.options import SETTINGS, cuda_gdb_option, source_options, tool_options
 from postmortem.report.formats import ANALYZE_FORMATS, SCAN_FORMATS, format_of
 from postmortem.report.textsafe import escape_controls
 
@@ -54,77 +56,12 @@ def _run(debug: bool, action: Callable[[], T]) -> T:
         sys.exit(ExitStatus.INTERNAL)
 
 
-def _tools(
-    no_disasm: bool,
-    nvdisasm: Path | None,
-    no_gdb: bool,
-    cuda_gdb: Path | None,
-    timeout: float | None = None,
-    source_dirs: tuple[Path, ...] = (),
-    path_maps: tuple[PathMap, ...] = (),
-) -> ToolSettings:
-    from postmortem.commands import ToolSettings
-
-    return ToolSettings(
-        no_disasm, nvdisasm, no_gdb, cuda_gdb, timeout, source_dirs, path_maps,
-        _tool_origin("nvdisasm", nvdisasm), _tool_origin("cuda_gdb", cuda_gdb),
-    )  # fmt: skip
-
-
-_SETTINGS = "postmortem.settings"
-
-
-def _tool_origin(param: str, value: Path | None) -> str | None:
-    """What chose a tool path option's value: the option itself, or the settings file whose
-    value click filled in (provenance names it)."""
-    ctx = click.get_current_context(silent=True)
-    if value is None or ctx is None:
-        return None
-    from click.core import ParameterSource
-
-    flag = "--" + param.replace("_", "-")
-    if ctx.get_parameter_source(param) is ParameterSource.DEFAULT_MAP:
-        settings = ctx.find_root().meta.get(_SETTINGS)
-        origin = settings.origin(param.replace("_", "-")) if settings is not None else None
-        return origin or flag
-    return flag
-
-
-def _path_maps(
-    _ctx: click.Context, _param: click.Parameter, values: tuple[str, ...]
-) -> tuple[PathMap, ...]:
-    from postmortem.analysis.fault.source import PathMap
-
-    try:
-        return tuple(PathMap.parse(value) for value in values)
-    except ValueError as error:
-        raise click.BadParameter(str(error)) from None
-
-
 _debug_option = click.option("--debug", is_flag=True, help="Show the traceback of an error.")
 _sentry_option = click.option(
     "--sentry-dsn", metavar="DSN", envvar="POSTMORTEM_SENTRY_DSN",
     help="Send one event per dump to this Sentry project, grouped by crash signature, with the "
     "Markdown report attached (needs the sentry extra; default: $POSTMORTEM_SENTRY_DSN).",
 )  # fmt: skip
-
-
-def _map_path_option(help_text: str) -> Callable[[F], F]:
-    return click.option(
-        "--map-path", "path_maps", multiple=True, callback=_path_maps, metavar="OLD=NEW",
-        help=help_text,
-    )  # fmt: skip
-
-
-def _source_dir_option(help_text: str) -> Callable[[F], F]:
-    return click.option(
-        "--source-dir", "source_dirs", multiple=True,
-        type=click.Path(path_type=Path, file_okay=False), help=help_text,
-    )  # fmt: skip
-
-
-def _tool_option(flag: str, name: str, help_text: str) -> Callable[[F], F]:
-    return click.option(flag, name, type=click.Path(path_type=Path, dir_okay=False), help=help_text)
 
 
 class _Commands(click.Group):
@@ -175,7 +112,7 @@ def main(ctx: click.Context) -> None:
     from postmortem.config import load_settings
 
     settings = _run(False, load_settings)
-    ctx.meta[_SETTINGS] = settings
+    ctx.meta[SETTINGS] = settings
     defaults = settings.defaults()
     ctx.default_map = defaults
     if ctx.invoked_subcommand in defaults or ctx.invoked_subcommand == "capture":
@@ -309,8 +246,7 @@ def info(core: Path, fmt: str, as_json: bool, debug: bool) -> None:
     type=click.IntRange(0, 1000),
     help="Instructions shown before and after the faulting one.",
 )
-@_source_dir_option("Where to look for the sources named by the line table (repeatable).")
-@_map_path_option("Rewrite a build-machine path prefix (repeatable).")
+@source_options()
 @click.option(
     "--mode",
     type=click.Choice(("auto", "fault", "hang")),
@@ -318,16 +254,7 @@ def info(core: Path, fmt: str, as_json: bool, debug: bool) -> None:
     show_default=True,
     help="hang: where every warp is stuck and why (auto: when the dump records no exception).",
 )
-@click.option("--no-disasm", is_flag=True, help="Do not run nvdisasm: native facts only.")
-@_tool_option(
-    "--nvdisasm",
-    "nvdisasm",
-    "The nvdisasm to use (default: $POSTMORTEM_NVDISASM, PATH, CUDA, the wheel).",
-)
-@click.option("--no-gdb", is_flag=True, help="Do not ask cuda-gdb for a second opinion.")
-@_tool_option(
-    "--cuda-gdb", "cuda_gdb", "The cuda-gdb to use (default: $POSTMORTEM_CUDA_GDB, PATH, CUDA)."
-)
+@tool_options()
 @click.option(
     "--timeout",
     default=120.0,
@@ -362,10 +289,7 @@ def analyze(
     source_dirs: tuple[Path, ...],
     path_maps: tuple[PathMap, ...],
     mode: str,
-    no_disasm: bool,
-    nvdisasm: Path | None,
-    no_gdb: bool,
-    cuda_gdb: Path | None,
+    tools: ToolSettings,
     timeout: float,
     verbose: bool,
     host_logs: tuple[Path, ...],
@@ -410,7 +334,7 @@ def analyze(
         _run(debug, lambda: check_output(output))
     if host_logs:
         _run(debug, lambda: check_host_logs(host_logs))
-    tools = _tools(no_disasm, nvdisasm, no_gdb, cuda_gdb, timeout, source_dirs, path_maps)
+    tools = replace(tools, timeout=timeout, source_dirs=source_dirs, path_maps=path_maps)
     options = analyze_options(tools, window, mode, host_logs, redact=not no_redact)
     colored = fmt == "text" and output is None and _wants_color(color, sys.stdout)
     if len(cores) > 1:
@@ -544,8 +468,7 @@ def extract(core: Path, out_dir: Path, force: bool, debug: bool) -> None:
     type=click.FloatRange(min=0.01),
     help="Seconds one dump may take; past it, it becomes a timeout row.",
 )
-@_map_path_option("Rewrite a build-machine path prefix, in signatures and reports (repeatable).")
-@_source_dir_option("Where the reports look for sources (repeatable).")
+@source_options()
 @click.option(
     "--rules",
     type=click.Path(path_type=Path, dir_okay=False, exists=True),
@@ -595,10 +518,7 @@ def extract(core: Path, out_dir: Path, force: bool, debug: bool) -> None:
     type=click.Path(path_type=Path, dir_okay=False),
     help="A CODEOWNERS file: name each group's owners from its inline chain's source paths.",
 )
-@click.option("--no-disasm", is_flag=True, help="Do not run nvdisasm (signatures without frames).")
-@_tool_option("--nvdisasm", "nvdisasm", "The nvdisasm to use.")
-@click.option("--no-gdb", is_flag=True, help="No cuda-gdb cross-check in the per-dump reports.")
-@_tool_option("--cuda-gdb", "cuda_gdb", "The cuda-gdb to use.")
+@tool_options()
 @_storage_option
 @_debug_option
 def scan(
@@ -625,10 +545,7 @@ def scan(
     host_logs: tuple[Path, ...],
     sentry_dsn: str | None,
     owners: Path | None,
-    no_disasm: bool,
-    nvdisasm: Path | None,
-    no_gdb: bool,
-    cuda_gdb: Path | None,
+    tools: ToolSettings,
     debug: bool,
 ) -> None:
     """Find every CUDA coredump under DIR... and group them by crash signature.
@@ -648,7 +565,7 @@ def scan(
       postmortem scan s3://bucket/dumps/ --since 24h
     """
     from postmortem.commands import analyze_options
-    from postmortem.scan import cli_support as scan_cli
+    from postmortem.scan import command as scan_cli
 
     settings = scan_cli.ScanSettings(
         fmt=fmt, jobs=jobs, output=_file_or_stdout(output), reports_dir=reports_dir,
@@ -657,11 +574,9 @@ def scan(
         use_cache=not no_cache, engine=engine, scheduler=scheduler, address=address,
         host_logs=host_logs, sentry_dsn=sentry_dsn, incident=incident, owners=owners,
     )  # fmt: skip
-    tools = analyze_options(
-        _tools(no_disasm, nvdisasm, no_gdb, cuda_gdb, None, source_dirs, path_maps)
-    )
+    options = analyze_options(replace(tools, source_dirs=source_dirs, path_maps=path_maps))
     tty = sys.stderr.isatty()
-    request = _run(debug, lambda: scan_cli.scan_request(roots, settings, tools, tty))
+    request = _run(debug, lambda: scan_cli.scan_request(roots, settings, options, tty))
     result, text = _run(debug, lambda: scan_cli.run(request))
     click.echo(text, nl=False)
     if request.outputs.output is not None:
@@ -673,14 +588,13 @@ def scan(
 @_storage_option
 @click.argument("cores", nargs=-1, required=True, metavar="CORE...", callback=_dump_paths)
 @_text_or_json
-@_map_path_option("Rewrite a build-machine path prefix (repeatable).")
+@source_options(dirs=False)
 @click.option(
     "--rules",
     type=click.Path(path_type=Path, dir_okay=False, exists=True),
     help="Signature rules (JSON); default: the packaged ones.",
 )
-@click.option("--no-disasm", is_flag=True, help="Do not run nvdisasm (no frames).")
-@_tool_option("--nvdisasm", "nvdisasm", "The nvdisasm to use.")
+@tool_options(gdb=False)
 @_debug_option
 def signature(
     cores: tuple[Path, ...],
@@ -688,8 +602,7 @@ def signature(
     as_json: bool,
     path_maps: tuple[PathMap, ...],
     rules: Path | None,
-    no_disasm: bool,
-    nvdisasm: Path | None,
+    tools: ToolSettings,
     debug: bool,
 ) -> None:
     """Print the crash signature of each CORE and the components it is made of.
@@ -704,10 +617,10 @@ def signature(
       postmortem signature dumps/*.nvcudmp --format json
     """
     from postmortem.commands import analyze_options
-    from postmortem.scan import cli_support as scan_cli
+    from postmortem.scan import command as scan_cli
 
-    tools = analyze_options(_tools(no_disasm, nvdisasm, True, None, path_maps=path_maps))
-    request = scan_cli.SignatureRequest(tools, rules, as_json or fmt == "json")
+    options = analyze_options(replace(tools, path_maps=path_maps))
+    request = scan_cli.SignatureRequest(options, rules, as_json or fmt == "json")
     text, errors = _run(debug, lambda: scan_cli.signature_texts(cores, request))
     click.echo(text, nl=False)
     for error in errors:
@@ -717,9 +630,7 @@ def signature(
 
 @main.command(context_settings={"ignore_unknown_options": True})
 @_core_argument
-@_tool_option(
-    "--cuda-gdb", "cuda_gdb", "The cuda-gdb to use (default: $POSTMORTEM_CUDA_GDB, PATH, CUDA)."
-)
+@cuda_gdb_option
 @click.argument("gdb_args", nargs=-1, type=click.UNPROCESSED, metavar="[-- CUDA-GDB ARGS...]")
 @_debug_option
 def debug(core: Path, cuda_gdb: Path | None, gdb_args: tuple[str, ...], debug: bool) -> None:
@@ -755,8 +666,6 @@ _report_format_option = click.option(
 _no_analyze_option = click.option(
     "--no-analyze", is_flag=True, help="Only list the dumps; write no report."
 )
-_no_disasm_option = click.option("--no-disasm", is_flag=True, help="Do not run nvdisasm.")
-_no_gdb_option = click.option("--no-gdb", is_flag=True, help="Do not ask cuda-gdb.")
 
 
 @main.command(context_settings={"allow_interspersed_args": False})
@@ -775,8 +684,7 @@ _no_gdb_option = click.option("--no-gdb", is_flag=True, help="Do not ask cuda-gd
 )  # fmt: skip
 @_report_format_option
 @_no_analyze_option
-@_no_disasm_option
-@_no_gdb_option
+@tool_options()
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, metavar="-- COMMAND [ARGS...]")
 @_debug_option
 def capture(
@@ -789,8 +697,7 @@ def capture(
     hang_after: float | None,
     fmt: str,
     no_analyze: bool,
-    no_disasm: bool,
-    no_gdb: bool,
+    tools: ToolSettings,
     command: tuple[str, ...],
     debug: bool,
 ) -> None:
@@ -828,9 +735,7 @@ def capture(
     if print_env:
         click.echo(_run(debug, lambda: print_env_command(settings)), nl=False)
         return
-    report = ReportSettings(
-        analyze_options(_tools(no_disasm, None, no_gdb, None)), fmt, not no_analyze
-    )
+    report = ReportSettings(analyze_options(tools), fmt, not no_analyze)
     sys.exit(_run(debug, lambda: capture_command(command, settings, report, hang_after)))
 
 
@@ -873,8 +778,7 @@ def capture(
 )  # fmt: skip
 @_report_format_option
 @_no_analyze_option
-@_no_disasm_option
-@_no_gdb_option
+@tool_options()
 @_debug_option
 def trigger(
     pipe: Path | None,
@@ -891,8 +795,7 @@ def trigger(
     deadline: float | None,
     fmt: str,
     no_analyze: bool,
-    no_disasm: bool,
-    no_gdb: bool,
+    tools: ToolSettings,
     debug: bool,
 ) -> None:
     """Dump a hung process's GPU through its coredump PIPE (or --pid's), then analyze it.
@@ -931,9 +834,7 @@ def trigger(
     request = TriggerRequest(
         pipe, pid, dump_dir, dump_glob, timeout, wait, spec if watching else None
     )
-    report = ReportSettings(
-        analyze_options(_tools(no_disasm, None, no_gdb, None)), fmt, not no_analyze
-    )
+    report = ReportSettings(analyze_options(tools), fmt, not no_analyze)
     path = _run(debug, lambda: trigger_dump(request, report))
     click.echo(escape_controls(str(path)))
 

@@ -104,8 +104,7 @@ def analyze_text(
     """The report `postmortem analyze` writes; with `sentry_dsn`, the dump's event is sent
     there too, and `warn` is told when Sentry did not take it."""
     from postmortem.analysis.analyze import analyze_dump
-    from postmortem.report.context import build_report
-    from postmortem.report.render import render
+    from postmortem.report.render import report_text
 
     target = None
     if sentry_dsn:
@@ -119,8 +118,7 @@ def analyze_text(
         warning = send_analysis(core, analysis, options, target)
         if warning is not None and warn is not None:
             warn(warning)
-    report = build_report(analysis)
-    return render("analyze", report, fmt, color=color, verbose=verbose)
+    return report_text(analysis, fmt, color=color, verbose=verbose)
 
 
 def incident_text(

@@ -385,15 +385,14 @@ def _report(
     """Analyze `dump` and write its report beside it; the report's path, and the on-call
     summary that opens its text form (the dump's path, then the summary's lines)."""
     from postmortem.analysis.analyze import analyze_dump
-    from postmortem.report.context import build_report
-    from postmortem.report.render import render
+    from postmortem.report.render import report_text
 
     options = replace(report.options, host_logs=logs, mode=mode)
-    data = build_report(analyze_dump(dump, options))
-    text = render("analyze", data, report.fmt)
+    analysis = analyze_dump(dump, options)
+    text = report_text(analysis, report.fmt)
     target = dump.with_name(dump.name + REPORT_SUFFIX[report.fmt])
     _write(target, text)
-    terminal = text if report.fmt == "text" else render("analyze", data, "text")
+    terminal = text if report.fmt == "text" else report_text(analysis, "text")
     return target, terminal.split("\n\n", 1)[0]
 
 

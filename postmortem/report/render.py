@@ -36,6 +36,8 @@ if TYPE_CHECKING:
     import jinja2
     import jinja2.bccache
 
+    from postmortem.analysis.analyze import Analysis
+
 Kind = Literal["analyze", "info", "extract", "scan", "incident"]
 """What is rendered: one dump's report, its summary, an extract index, a scan index, the
 incident of several dumps."""
@@ -216,6 +218,14 @@ def _environment(text: bool, color: bool) -> jinja2.Environment:
 
 LANES_SHOWN = {"text": 8, "md": 32, "html": 1024}
 """Lane addresses listed per fault site unless `verbose` (a grid-wide fault has thousands)."""
+
+
+def report_text(analysis: Analysis, fmt: str, *, color: bool = False, verbose: bool = False) -> str:
+    """The report of one analyzed dump in `fmt`: what `analyze` prints, what `capture`
+    writes beside a dump, and what a scan writes for each dump."""
+    from postmortem.report.context import build_report
+
+    return render("analyze", build_report(analysis), fmt, color=color, verbose=verbose)
 
 
 def render(kind: Kind, data: Any, fmt: str, *, color: bool = False, verbose: bool = False) -> str:

@@ -1,10 +1,19 @@
-"""What `postmortem scan` and `postmortem signature` do, behind their arguments."""
+"""What `postmortem scan` and `postmortem signature` do, behind their arguments.
+
+`postmortem.cli` stays free of logic: it hands the option values here as typed objects, the
+scan's as a `ScanSettings`, the tools' as the `AnalyzeOptions` every command builds alike;
+this module turns them into a scan request, runs it, writes its outputs, and gives the
+exit status.
+"""
 
 from __future__ import annotations
 
+import json
+import os
 import sys
+import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from postmortem.analysis.analyze import AnalyzeOptions, analyze_dump
@@ -12,15 +21,243 @@ from postmortem.analysis.fleet.signature import (
     Signature,
     SignatureRules,
     compute_signature,
+    load_rules,
     signature_input,
 )
-from postmortem.errors import ExitStatus, ScanOutputError
-from postmortem.report.render import render
+from postmortem.errors import (
+    BadOption,
+    ExitStatus,
+    PostmortemError,
+    ScanOutputError,
+    UnreadableFile,
+)
+from postmortem.host.reader import host_log_problem
+from postmortem.report.render import formats, render
 from postmortem.report.textsafe import escape_controls
+from postmortem.scan.cache import default_cache_path
+from postmortem.scan.engine import check_engine, choose_engine
 from postmortem.scan.incident import incident_view
-from postmortem.scan.index import build_index
+from postmortem.scan.index import build_index, signature_view
+from postmortem.scan.names import DEFAULT_PATTERNS, compile_pattern
+from postmortem.scan.owners import load_owners
 from postmortem.scan.progress import ProgressBar
 from postmortem.scan.run import ScanOptions, ScanResult, run_scan
+from postmortem.scan.sentry import sentry_target
+from postmortem.scan.since import parse_since
+from postmortem.scan.worker import WorkOptions
+
+INDEX_FORMATS = formats("scan")
+
+
+@dataclass(frozen=True, slots=True)
+class ScanSettings:
+    """The options of `postmortem scan`, as typed values (the tools' are an AnalyzeOptions)."""
+
+    fmt: str = "text"
+    """The index's format."""
+    jobs: int | None = None
+    """Worker processes; None: every usable CPU."""
+    output: Path | None = None
+    """Where the index goes; None: standard output."""
+    reports_dir: Path | None = None
+    report_format: str | None = None
+    """Of the per-dump reports; None: the index's (text for a text index)."""
+    jsonl: Path | None = None
+    since: str | None = None
+    """`--since` as given: a date, or an age such as 36h."""
+    timeout_s: float = 300.0
+    """Seconds one dump may take."""
+    rules: Path | None = None
+    """Signature rules; None: the packaged ones."""
+    name_patterns: tuple[str, ...] = ()
+    follow_symlinks: bool = False
+    cache_path: Path | None = None
+    """None: the default cache file."""
+    use_cache: bool = True
+    engine: str = "local"
+    """Where the dumps are analyzed: "local" (worker processes), "dask" or "ray"."""
+    scheduler: str | None = None
+    """The Dask scheduler's address, for --engine dask."""
+    address: str | None = None
+    """The Ray cluster's address, for --engine ray (None: Ray's default)."""
+    host_logs: tuple[Path, ...] = ()
+    """Kernel logs whose Xid lines are joined to the GPUs that faulted (--host-log)."""
+    sentry_dsn: str | None = None
+    """Send one event per dump to this Sentry project."""
+    incident: bool = False
+    """Take the dumps as those of one job: add the incident block to the index."""
+    owners: Path | None = None
+    """A CODEOWNERS file: name each group's owners from its chain's source paths."""
+
+
+@dataclass(frozen=True, slots=True)
+class ScanRequest:
+    """A scan, ready to run: where, how, and where the results go."""
+
+    roots: tuple[Path, ...]
+    options: ScanOptions
+    outputs: ScanOutputs
+
+
+def _rules(path: Path | None) -> SignatureRules:
+    try:
+        return load_rules(path)
+    except (UnreadableFile, ValueError) as error:
+        raise BadOption("--rules", str(error)) from None
+
+
+def _check_patterns(patterns: tuple[str, ...]) -> None:
+    try:
+        for pattern in patterns:
+            compile_pattern(pattern)
+    except ValueError as error:
+        raise BadOption("--name-pattern", str(error)) from None
+
+
+def _usable_cpus() -> int:
+    # The CPUs this process may run on (taskset, cgroup cpusets), not all the machine has.
+    if hasattr(os, "sched_getaffinity"):
+        return max(1, len(os.sched_getaffinity(0)))
+    return os.cpu_count() or 1
+
+
+def _check_outputs(settings: ScanSettings) -> None:
+    # Before the scan, not after it: a typo must not throw away an hour of work.
+    for option, target in (("-o", settings.output), ("--jsonl", settings.jsonl)):
+        if target is None:
+            continue
+        folder = Path(target).parent
+        if not folder.is_dir():
+            raise BadOption(option, f"{target}: the folder {folder} does not exist")
+        if not os.access(folder, os.W_OK):
+            raise BadOption(option, f"{target}: the folder {folder} is not writable")
+
+
+def scan_request(
+    roots: tuple[Path, ...], settings: ScanSettings, analyze: AnalyzeOptions, tty: bool
+) -> ScanRequest:
+    """The scan `settings` ask for, each dump analyzed with `analyze`; raises BadOption.
+
+    cuda-gdb runs only for the per-dump reports, and no tool longer than a dump may take.
+    """
+    _check_patterns(settings.name_patterns)
+    engine = choose_engine(settings.engine, settings.scheduler, settings.address)
+    check_engine(engine)
+    sentry = sentry_target(settings.sentry_dsn) if settings.sentry_dsn else None
+    since = None
+    if settings.since:
+        try:
+            since = parse_since(settings.since, time.time())
+        except ValueError as error:
+            raise BadOption("--since", str(error)) from None
+    fmt, reports = settings.fmt, settings.reports_dir
+    report_format = settings.report_format or ("text" if fmt == "text" else fmt)
+    _check_outputs(settings)
+    for log in settings.host_logs:
+        problem = host_log_problem(log)
+        if problem is not None:
+            raise BadOption("--host-log", f"{log}: {problem}")
+    if reports is not None:
+        try:
+            reports.mkdir(parents=True, exist_ok=True)
+        except OSError as error:
+            raise BadOption("--reports", f"{reports}: {error.strerror or error}") from None
+    localize = replace(analyze.localize, timeout=min(settings.timeout_s, analyze.localize.timeout))
+    analyze = replace(analyze, localize=localize, cuda_gdb=analyze.cuda_gdb and reports is not None)
+    work = WorkOptions(
+        analyze, _rules(settings.rules), settings.name_patterns + DEFAULT_PATTERNS, reports,
+        report_format, triage=sentry is not None, full_analysis=settings.incident,
+    )  # fmt: skip
+    cache = (settings.cache_path or default_cache_path()) if settings.use_cache else None
+    options = ScanOptions(
+        work, jobs=settings.jobs or _usable_cpus(), timeout_s=settings.timeout_s,
+        follow_symlinks=settings.follow_symlinks, since=since, cache_path=cache, engine=engine,
+        sentry=sentry, owners=load_owners(settings.owners) if settings.owners else None,
+        host_logs=settings.host_logs,
+    )  # fmt: skip
+    outputs = ScanOutputs(fmt, settings.output, settings.jsonl, tty, settings.incident)
+    return ScanRequest(roots, options, outputs)
+
+
+def run(request: ScanRequest) -> tuple[ScanResult, str]:
+    """Run the scan and write its outputs (see `scan_command`)."""
+    return scan_command(request.roots, request.options, request.outputs)
+
+
+def summary_line(result: ScanResult, output: Path) -> str:
+    """One line for standard error once the index is written to a file."""
+    state = "interrupted; partial results" if result.interrupted else "done"
+    errors = len(result.errors)
+    return (
+        f"scan {state}: {len(result.rows)} dumps, {len(result.groups)} signatures, "
+        f"{errors} error{'' if errors == 1 else 's'}; "
+        f"index written to {escape_controls(str(output))}"
+    )
+
+
+def exit_status(result: ScanResult) -> ExitStatus:
+    """The exit status of `postmortem scan` for `result`."""
+    return scan_exit_status(result)
+
+
+@dataclass(frozen=True, slots=True)
+class SignatureRequest:
+    """What `postmortem signature` is asked: how to analyze, by which rules, printed how."""
+
+    analyze: AnalyzeOptions
+    rules: Path | None = None
+    """Signature rules; None: the packaged ones."""
+    as_json: bool = False
+
+
+def signature_texts(cores: tuple[Path, ...], request: SignatureRequest) -> tuple[str, list[str]]:
+    """What `postmortem signature` prints for each dump, and the one-line error of each
+    dump that could not be read; in text, control characters are shown escaped."""
+    texts: list[str] = []
+    errors: list[str] = []
+    rules = _rules(request.rules)
+    for core in cores:
+        text, error = _signature_or_error(core, request, rules)
+        texts.append(text)
+        errors.extend([error] if error else [])
+    return "".join(texts), errors
+
+
+def _signature_or_error(
+    core: Path, request: SignatureRequest, rules: SignatureRules
+) -> tuple[str, str | None]:
+    try:
+        return signature_text(core, request, rules), None
+    except PostmortemError as error:
+        return "", escape_controls(f"error: {error}")
+    except Exception as error:  # a bug of ours: the other dumps are still signed
+        line = f"internal error: {core}: {type(error).__name__}: {error} (rerun with --debug)"
+        return "", escape_controls(line)
+
+
+def signature_text(core: Path, request: SignatureRequest, rules: SignatureRules) -> str:
+    """What `postmortem signature` prints for one dump; raises PostmortemError."""
+    signature = sign_dump(core, replace(request.analyze, cuda_gdb=False), rules)
+    if request.as_json:
+        view = {"path": str(core), **signature_view(signature)}
+        return json.dumps(view, sort_keys=True) + "\n"
+    return render_signature(Path(escape_controls(str(core))), _escaped(signature))
+
+
+def _escaped(signature: Signature) -> Signature:
+    # `render_signature` prints these as they are: names and paths from the dump (and the
+    # rules' name) with their control characters escaped; the id stays that of the raw key.
+    return replace(
+        signature,
+        rules=escape_controls(signature.rules),
+        key=escape_controls(signature.key),
+        coarse_key=escape_controls(signature.coarse_key),
+        exception=escape_controls(signature.exception),
+        kernel=escape_controls(signature.kernel),
+        function=None if signature.function is None else escape_controls(signature.function),
+        frames=tuple(escape_controls(frame) for frame in signature.frames),
+        all_frames=tuple(replace(f, file=escape_controls(f.file)) for f in signature.all_frames),
+    )
 
 
 @dataclass(frozen=True, slots=True)

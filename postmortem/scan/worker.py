@@ -13,7 +13,6 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 
 from postmortem.analysis.analyze import Analysis, AnalyzeOptions, analyze_dump
 from postmortem.analysis.fleet.signature import (
@@ -29,7 +28,7 @@ from postmortem.errors import NoGpuState, PostmortemError
 from postmortem.findings import Finding, FindingCode
 from postmortem.model import Device, Module
 from postmortem.report.context import build_report
-from postmortem.report.render import render
+from postmortem.report.render import report_text
 from postmortem.report.values import version_or_none
 from postmortem.scan.build import build_key
 from postmortem.scan.fingerprint import fingerprint
@@ -204,14 +203,13 @@ def _with_outputs(row: DumpRow, analysis: Analysis, options: WorkOptions) -> Dum
     target = report_path(row.path, options)
     if target is None and not options.triage:
         return row
-    report = build_report(analysis)
     if options.triage:
-        markdown = render("analyze", report, "md")
-        row = replace(row, triage=Triage(verdict_context(report), markdown))
+        markdown = report_text(analysis, "md")
+        row = replace(row, triage=Triage(verdict_context(build_report(analysis)), markdown))
     if target is None:
         return row
     try:
-        _write_report(report, target, options.report_format)
+        _write_report(analysis, target, options.report_format)
     except OSError as error:  # the dump was read; only its report is missing
         message = f"{REPORT_FAILED} {target}: {error.strerror or error}"
         return error_row(row.path, row.size_bytes, row.mtime, STATUS_ERROR, message)
@@ -285,8 +283,8 @@ def with_names(row: DumpRow, names: NameFacts) -> DumpRow:
     return replace(row, host=names.host, pid=names.pid)
 
 
-def _write_report(report: dict[str, Any], target: Path, fmt: str) -> None:
-    text = render("analyze", report, fmt)
+def _write_report(analysis: Analysis, target: Path, fmt: str) -> None:
+    text = report_text(analysis, fmt)
     partial = target.with_name(f".{target.name}.{os.getpid()}.part")
     partial.write_text(text, encoding="utf-8", errors="surrogateescape")
     partial.replace(target)

@@ -107,6 +107,7 @@ LAYER_OF: dict[str, str] = {
     "postmortem.extract": "commands",
     "postmortem.commands": "commands",
     "postmortem.cli": "cli",
+    "postmortem.options": "cli",
     "postmortem.__main__": "cli",
 }
 

@@ -1,0 +1,120 @@
+"""The option groups several commands share, declared once with one help text each.
+
+`tool_options` gives a command the external tools (--no-disasm, --nvdisasm, --no-gdb,
+--cuda-gdb) as one `tools` argument, a `postmortem.commands.ToolSettings`; `source_options`
+gives it --source-dir and --map-path. Nothing here imports more than click: `--help` stays
+as cheap as `postmortem.cli` (tests/unit/test_cli_imports.py).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import click
+
+if TYPE_CHECKING:
+    from postmortem.analysis.fault.source import PathMap
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+SETTINGS = "postmortem.settings"
+"""Where the root context keeps the settings file that filled in option defaults."""
+
+_NO_DISASM_HELP = "Do not run nvdisasm: no SASS, no inline frames."
+_NO_GDB_HELP = "Do not ask cuda-gdb for a second opinion."
+_NVDISASM_HELP = "The nvdisasm to use (default: $POSTMORTEM_NVDISASM, PATH, CUDA, the wheel)."
+_CUDA_GDB_HELP = "The cuda-gdb to use (default: $POSTMORTEM_CUDA_GDB, PATH, CUDA)."
+
+
+def tool_options(*, gdb: bool = True) -> Callable[[F], F]:
+    """--no-disasm and --nvdisasm, and with `gdb` --no-gdb and --cuda-gdb, handed to the
+    command as one `tools` argument (without `gdb`, cuda-gdb is not run)."""
+
+    def decorate(command: F) -> F:
+        @functools.wraps(command)
+        def with_tools(*args: Any, **values: Any) -> Any:
+            from postmortem.commands import ToolSettings
+
+            no_disasm, nvdisasm = values.pop("no_disasm"), values.pop("nvdisasm")
+            no_gdb, cuda_gdb = values.pop("no_gdb", True), values.pop("cuda_gdb", None)
+            tools = ToolSettings(
+                no_disasm, nvdisasm, no_gdb, cuda_gdb,
+                nvdisasm_origin=_tool_origin("nvdisasm", nvdisasm),
+                cuda_gdb_origin=_tool_origin("cuda_gdb", cuda_gdb),
+            )  # fmt: skip
+            return command(*args, tools=tools, **values)
+
+        options = [
+            click.option("--no-disasm", is_flag=True, help=_NO_DISASM_HELP),
+            _path_option("--nvdisasm", "nvdisasm", _NVDISASM_HELP),
+        ]
+        if gdb:
+            options += [
+                click.option("--no-gdb", is_flag=True, help=_NO_GDB_HELP),
+                _path_option("--cuda-gdb", "cuda_gdb", _CUDA_GDB_HELP),
+            ]
+        wrapped: Any = with_tools
+        for option in reversed(options):
+            wrapped = option(wrapped)
+        return wrapped  # type: ignore[no-any-return]
+
+    return decorate
+
+
+def cuda_gdb_option(command: F) -> F:
+    """--cuda-gdb alone, for a command that runs nothing but cuda-gdb (`debug`)."""
+    return _path_option("--cuda-gdb", "cuda_gdb", _CUDA_GDB_HELP)(command)
+
+
+def source_options(*, dirs: bool = True) -> Callable[[F], F]:
+    """--source-dir (with `dirs`) and --map-path: where the sources a line table names are,
+    as the command's `source_dirs` and `path_maps` arguments."""
+
+    def decorate(command: F) -> F:
+        wrapped: Any = click.option(
+            "--map-path", "path_maps", multiple=True, callback=_path_maps, metavar="OLD=NEW",
+            help="Rewrite a build-machine path prefix in source paths (repeatable).",
+        )(command)  # fmt: skip
+        if dirs:
+            wrapped = click.option(
+                "--source-dir", "source_dirs", multiple=True,
+                type=click.Path(path_type=Path, file_okay=False),
+                help="Where to look for the sources the line table names (repeatable).",
+            )(wrapped)  # fmt: skip
+        return wrapped  # type: ignore[no-any-return]
+
+    return decorate
+
+
+def _path_option(flag: str, name: str, help_text: str) -> Callable[[F], F]:
+    return click.option(flag, name, type=click.Path(path_type=Path, dir_okay=False), help=help_text)
+
+
+def _path_maps(
+    _ctx: click.Context, _param: click.Parameter, values: tuple[str, ...]
+) -> tuple[PathMap, ...]:
+    from postmortem.analysis.fault.source import PathMap
+
+    try:
+        return tuple(PathMap.parse(value) for value in values)
+    except ValueError as error:
+        raise click.BadParameter(str(error)) from None
+
+
+def _tool_origin(param: str, value: Path | None) -> str | None:
+    """What chose a tool path option's value: the option itself, or the settings file whose
+    value click filled in (provenance names it)."""
+    ctx = click.get_current_context(silent=True)
+    if value is None or ctx is None:
+        return None
+    from click.core import ParameterSource
+
+    flag = "--" + param.replace("_", "-")
+    if ctx.get_parameter_source(param) is ParameterSource.DEFAULT_MAP:
+        settings = ctx.find_root().meta.get(SETTINGS)
+        origin = settings.origin(param.replace("_", "-")) if settings is not None else None
+        return origin or flag
+    return flag
