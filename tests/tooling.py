@@ -122,14 +122,35 @@ def run_on_terminal(
     return process.wait(timeout=timeout), seen
 
 
-def invoke(*args: object, env: dict[str, str] | None = None) -> types.SimpleNamespace:
+def invoke(
+    *args: object,
+    env: dict[str, str | None] | None = None,
+    cwd: str | os.PathLike[str] | None = None,
+    input: str | bytes | None = None,
+) -> types.SimpleNamespace:
     """Runs the `postmortem` command line in this process (click's runner), as a user would
-    from the current folder: the exit status, stdout and stderr apart."""
+    from the current folder (or from `cwd`): the exit status, stdout and stderr apart.
+
+    `env` sets (a value of None: removes) environment variables for the run only; `input` is
+    what standard input holds. An exception that escapes the command is raised here, not
+    caught, so that it fails the test as a traceback on stderr would.
+    """
     from click.testing import CliRunner
 
     from postmortem.cli import main
 
-    result = CliRunner().invoke(main, [str(a) for a in args], env=env, catch_exceptions=False)
+    runner = CliRunner()
+    previous = os.getcwd() if cwd is not None else None
+    try:
+        if cwd is not None:
+            os.chdir(cwd)
+        result = runner.invoke(
+            main, [os.fspath(a) if isinstance(a, os.PathLike) else str(a) for a in args],
+            input=input, env=env, catch_exceptions=False,
+        )  # fmt: skip
+    finally:
+        if previous is not None:
+            os.chdir(previous)
     return types.SimpleNamespace(
         returncode=result.exit_code, stdout=result.stdout, stderr=result.stderr
     )

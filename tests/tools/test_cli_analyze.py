@@ -1,22 +1,19 @@
-"""`postmortem analyze` end to end, in a subprocess, as a user runs it."""
+"""`postmortem analyze` end to end, as a user runs it: in this process (click's runner), and
+in a subprocess where a terminal is the point."""
 
 from __future__ import annotations
 
 import json
 import subprocess
 import sys
+import types
 
 from tests.conftest import DUMPS, FIXTURES, truth_of
-from tests.tooling import require_tool
+from tests.tooling import invoke, require_tool
 
 
-def analyze(*args: object) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "postmortem", "analyze", *map(str, args)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+def analyze(*args: object) -> types.SimpleNamespace:
+    return invoke("analyze", *args)
 
 
 def test_verdict_comes_first_and_the_fault_is_marked():

@@ -1,4 +1,6 @@
-"""`postmortem scan` end to end, in a subprocess, on a copy of the fixture corpus."""
+"""`postmortem scan` end to end, on a copy of the fixture corpus: in this process (click's
+runner), and in a subprocess where signals, a terminal or the environment the workers start
+with are the point."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ import signal
 import subprocess
 import sys
 import time
+import types
 from pathlib import Path
 
 import jsonschema
@@ -26,7 +29,7 @@ from postmortem.scan.index import build_index
 from postmortem.scan.run import ScanOptions, run_scan
 from postmortem.scan.worker import WorkOptions, report_path
 from tests.conftest import dump_paths, truth_of
-from tests.tooling import REPO, require_tool, run_on_terminal
+from tests.tooling import REPO, invoke, require_tool, run_on_terminal
 
 SCHEMA = json.loads((REPO / "postmortem" / "scan" / "scan-line.schema.json").read_text())
 OOB = REPO / "fixtures" / "dumps" / "oob_store.nvcudmp"
@@ -34,11 +37,8 @@ DEFAULT_NAME = "core_1763800000_gpu-node-7_4242.nvcudmp"  # the driver's core_%t
 DOTTED_NAME = "gpu-3.rack2.example.com.1234.1763800100"  # %h.%p.%t, no suffix at all
 
 
-def scan(*args: object, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "postmortem", "scan", *map(str, args)],
-        capture_output=True, text=True, timeout=timeout,
-    )  # fmt: skip
+def scan(*args: object, env: dict[str, str | None] | None = None) -> types.SimpleNamespace:
+    return invoke("scan", *args, env=env)
 
 
 def _broken(root: Path) -> dict[str, Path]:
@@ -249,7 +249,8 @@ def test_a_dump_over_the_time_limit_becomes_a_timeout_row(tmp_path):
     for name in ("a.nvcudmp", "b.nvcudmp"):
         shutil.copy(OOB, root / name)
     out = tmp_path / "scan.jsonl"
-    # WHEN each may take 10 ms only (temporary files going to a directory of our own)
+    # WHEN each may take 10 ms only (temporary files going to a directory of our own: a
+    # subprocess, as TMPDIR is read once per process)
     scratch = tmp_path / "tmp"
     scratch.mkdir()
     result = subprocess.run(
@@ -331,8 +332,7 @@ def test_signature_command_prints_components_and_matches_scan(tmp_path):
     rules.write_text(
         json.dumps({"name": "cl", "library_paths": ["cutlass_like/arch/*"], "top_frames": 2})
     )
-    text = subprocess.run([sys.executable, "-m", "postmortem", "signature", dump, "--rules", rules],
-                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    text = invoke("signature", dump, "--rules", rules)
     assert text.returncode == 0, text.stderr
     assert "components: exception, kernel, offset, function, frames" in text.stdout
     assert (
@@ -346,9 +346,7 @@ def test_signature_command_prints_components_and_matches_scan(tmp_path):
     # the two library frames are skipped; the next two are the key
     assert " L #0 include/cutlass_like/arch/memory.cuh:9" in text.stdout
     assert "*  #2 include/cutlass_like/epilogue/predicated_tile_iterator.cuh:34" in text.stdout
-    as_json = subprocess.run([sys.executable, "-m", "postmortem", "signature", dump, "--json",
-                              "--rules", rules, tmp_path / "missing"],
-                             capture_output=True, text=True, timeout=120)  # fmt: skip
+    as_json = invoke("signature", dump, "--json", "--rules", rules, tmp_path / "missing")
     assert as_json.returncode == 2 and "missing: cannot read" in as_json.stderr
     sig = json.loads(as_json.stdout)
     assert sig["skipped"] == 2 and len(sig["frames"]) == 2
@@ -462,16 +460,15 @@ def test_rows_made_without_nvdisasm_are_not_reused_once_it_is_there(tmp_path):
     root.mkdir()
     shutil.copy(OOB, root / "a.nvcudmp")
     cache, out = tmp_path / "c.sqlite", tmp_path / "scan.jsonl"
-    args = (sys.executable, "-m", "postmortem", "scan", root, "--format", "json", "-o", out,
-            "--cache", cache)  # fmt: skip
-    missing = {**os.environ, "POSTMORTEM_NVDISASM": str(tmp_path / "no-nvdisasm")}
-    degraded = subprocess.run(list(map(str, args)), env=missing, capture_output=True, timeout=300)
+    args = (root, "--format", "json", "-o", out, "--cache", cache)
+    missing = {"POSTMORTEM_NVDISASM": str(tmp_path / "no-nvdisasm")}
+    degraded = scan(*args, env=missing)
     assert degraded.returncode == 0, degraded.stderr
     first = _by_name(_lines(out))["a.nvcudmp"]["signature"]
     # (its source lines come from the cubin's line table: no nvdisasm needed for them)
     assert first["quality"]["line_info"] is True
     # WHEN it is scanned again with nvdisasm
-    assert scan(*args[4:]).returncode == 0
+    assert scan(*args).returncode == 0
     # THEN the dump is analyzed again (its report lacked the SASS), to the same signature
     assert _cache_hits(out) == 0
     assert _by_name(_lines(out))["a.nvcudmp"]["signature"]["id"] == first["id"]

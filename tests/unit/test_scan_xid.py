@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 from postmortem.scan.fleet import Gpu, join_xids
 from postmortem.scan.group import Blame
 from postmortem.scan.xid import HostXid, read_host_xids
-from tests.tooling import REPO
+from tests.tooling import REPO, invoke
 
 LOG = """\
 Nov 20 10:00:01 gpu-node-7 kernel: NVRM: Xid (PCI:0000:3b:00): 31, pid=13641, name=python3, Ch 00000008, intr 00000000. MMU Fault: ENGINE GRAPHICS GPCCLIENT_T1_0 faulted @ 0x7f12_34560000. Fault is of type FAULT_PDE ACCESS_TYPE_VIRT_READ
@@ -65,11 +63,10 @@ def test_scan_host_log_shows_the_xids_beside_each_gpu_verdict(tmp_path):
         "[ 12.0] NVRM: Xid (PCI:0000:18:00): 43, pid=1, Ch 00000008\n"
         "[ 13.0] NVRM: Xid (PCI:0000:99:00): 79, pid=1, GPU has fallen off the bus.\n"
     )
-    scan = [sys.executable, "-m", "postmortem", "scan", REPO / "fixtures" / "dumps",
-            "--no-cache", "--no-disasm", "--host-log", log]  # fmt: skip
+    scan = ["scan", REPO / "fixtures" / "dumps", "--no-cache", "--no-disasm", "--host-log", log]
     # WHEN scanned with it, as JSON lines and as text
-    lines = subprocess.run([*scan, "--format", "json"], capture_output=True, text=True)
-    text = subprocess.run([*scan, "--format", "text"], capture_output=True, text=True)
+    lines = invoke(*scan, "--format", "json")
+    text = invoke(*scan, "--format", "text")
     # THEN the GPU's row carries its Xids, and the scan counts the line that joined none
     summary = json.loads(lines.stdout.splitlines()[0])
     gpus = {g["pci_address"]: g for g in summary["gpus"]}
@@ -81,9 +78,6 @@ def test_scan_host_log_shows_the_xids_beside_each_gpu_verdict(tmp_path):
 
 
 def test_scan_refuses_a_host_log_it_cannot_read(tmp_path):
-    result = subprocess.run(
-        [sys.executable, "-m", "postmortem", "scan", tmp_path, "--host-log", tmp_path / "none"],
-        capture_output=True, text=True,
-    )  # fmt: skip
+    result = invoke("scan", tmp_path, "--host-log", tmp_path / "none")
     assert result.returncode == 2
     assert result.stderr.startswith("error: --host-log: ")
