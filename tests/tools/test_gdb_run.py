@@ -18,7 +18,7 @@ from postmortem.gdb import (
     run_cuda_gdb,
 )
 from postmortem.gdb.banner import parse_focus
-from tests.tooling import DUMPS, require_files, require_tool
+from tests.tooling import DUMPS, invoke, require_files, require_tool
 
 
 @pytest.fixture(scope="module")
@@ -162,15 +162,12 @@ def test_debug_opens_the_dump_in_cuda_gdb_with_the_safe_flags(cuda_gdb, tmp_path
 def test_a_compressed_dump_reaches_cuda_gdb_decompressed(cuda_gdb):
     # GIVEN a gzip-compressed dump, which cuda-gdb cannot read as it is
     core = DUMPS / "oob_store_gzip.nvcudmp.gz"
-    # WHEN `postmortem debug` opens it, and `analyze` cross-checks it
+    # WHEN `postmortem debug` opens it (a subprocess: cuda-gdb writes to the standard output
+    # it inherits), and `analyze` cross-checks it
     argv = [sys.executable, "-m", "postmortem", "debug", str(core), "--cuda-gdb", str(cuda_gdb),
             "--", "-batch", "-ex", "info cuda kernels"]  # fmt: skip
     debugged = subprocess.run(argv, capture_output=True, text=True, timeout=120)
-    analyzed = subprocess.run(
-        [sys.executable, "-m", "postmortem", "analyze", str(core), "--no-disasm", "--format",
-         "json", "--cuda-gdb", str(cuda_gdb)],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+    analyzed = invoke("analyze", core, "--no-disasm", "--format", "json", "--cuda-gdb", cuda_gdb)
     # THEN cuda-gdb read the decompressed copy both times
     assert debugged.returncode == 0, debugged.stderr
     assert "oob_kernel" in debugged.stdout
@@ -190,8 +187,6 @@ def test_debug_warns_when_this_cuda_gdb_cannot_read_the_dump_and_opens_it_anyway
 
 def test_debug_without_cuda_gdb_is_one_line_and_exit_3(tmp_path):
     core, _ = dump("oob_store")
-    argv = [sys.executable, "-m", "postmortem", "debug", str(core), "--cuda-gdb",
-            str(tmp_path / "no-cuda-gdb")]  # fmt: skip
-    result = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    result = invoke("debug", core, "--cuda-gdb", tmp_path / "no-cuda-gdb")
     assert result.returncode == 3
     assert len(result.stderr.splitlines()) == 1 and result.stderr.startswith("error: ")
