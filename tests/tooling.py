@@ -133,7 +133,9 @@ def invoke(
 
     `env` sets (a value of None: removes) environment variables for the run only; `input` is
     what standard input holds. An exception that escapes the command is raised here, not
-    caught, so that it fails the test as a traceback on stderr would.
+    caught, so that it fails the test as a traceback on stderr would. stdout and stderr are
+    the bytes written, decoded as UTF-8 as they are: no newline is translated (a raw CR stays
+    in sight) and a byte that is not UTF-8 raises.
     """
     from click.testing import CliRunner
 
@@ -152,5 +154,7 @@ def invoke(
         if previous is not None:
             os.chdir(previous)
     return types.SimpleNamespace(
-        returncode=result.exit_code, stdout=result.stdout, stderr=result.stderr
+        returncode=result.exit_code,
+        stdout=result.stdout_bytes.decode("utf-8"),
+        stderr=result.stderr_bytes.decode("utf-8"),
     )

@@ -10,17 +10,16 @@ message hold terminal escapes, carriage returns, backspaces and a newline follow
 from __future__ import annotations
 
 import io
-import os
 import re
-import subprocess
 import sys
+import types
 from pathlib import Path
 
 import pytest
 from elftools.elf.elffile import ELFFile
 
 from tests.conftest import DUMPS
-from tests.tooling import require_tool, run_on_terminal
+from tests.tooling import invoke, require_tool, run_on_terminal
 
 KERNEL = b"_Zk\x1b[2J\x1b]0;pwned\x07\r\nerror: forged\tkernel\x08\x7f\xc2\x9b\\x1b"
 KERNEL_SHOWN = "_Zk\\x1b[2J\\x1b]0;pwned\\x07\\r\\nerror: forged\\tkernel\\x08\\x7f\\x9b\\\\x1b"
@@ -112,14 +111,10 @@ def hostile(tmp_path: Path) -> Path:
     return hostile_copy(DUMPS / "hostile_names.nvcudmp", root / FILE_NAME)
 
 
-def postmortem(*args: str | Path) -> subprocess.CompletedProcess[str]:
-    # Bytes, decoded here: text mode would turn a raw CR into a newline, out of sight.
-    argv = [sys.executable, "-m", "postmortem", *map(str, args)]
-    env = {**os.environ, "PYTHONUTF8": "1"}
-    raw = subprocess.run(argv, capture_output=True, timeout=300, env=env)
-    return subprocess.CompletedProcess(
-        argv, raw.returncode, raw.stdout.decode("utf-8"), raw.stderr.decode("utf-8")
-    )
+def postmortem(*args: str | Path) -> types.SimpleNamespace:
+    # In this process, to UTF-8 streams; what it wrote comes back as bytes decoded as UTF-8,
+    # with no newline translation that would turn a raw CR into a newline, out of sight.
+    return invoke(*args)
 
 
 def assert_safe(text: str, real_errors: int = 0) -> None:
@@ -131,7 +126,7 @@ def assert_safe(text: str, real_errors: int = 0) -> None:
     assert len(forged) == real_errors, forged
 
 
-def assert_ok(result: subprocess.CompletedProcess[str]) -> None:
+def assert_ok(result: types.SimpleNamespace) -> None:
     assert result.returncode == 0, result.stderr
     assert_safe(result.stdout)
     assert_safe(result.stderr)

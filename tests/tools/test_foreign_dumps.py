@@ -25,7 +25,7 @@ from postmortem.report.context import build_report
 from postmortem.report.render import render
 from postmortem.summary import summarize
 from tests.conftest import DUMPS, FIXTURES, truth_of
-from tests.tooling import require_tool
+from tests.tooling import invoke, require_tool
 
 FOREIGN = FIXTURES / "foreign"
 SCHEMA = json.loads((FIXTURES.parent / "postmortem/report/report.schema.json").read_text())
@@ -175,11 +175,7 @@ def test_a_dump_without_gpu_state_is_an_error():
 
 
 def test_the_cli_says_no_gpu_state_in_one_line_and_exits_2():
-    result = subprocess.run(
-        [sys.executable, "-m", "postmortem", "analyze", "--no-gdb",
-         str(FOREIGN / "no_gpu_state.nvcudmp")],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+    result = invoke("analyze", "--no-gdb", FOREIGN / "no_gpu_state.nvcudmp")
     assert result.returncode == 2
     assert result.stdout == ""
     assert result.stderr.splitlines()[0].startswith("error: ")
