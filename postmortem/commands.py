@@ -50,7 +50,7 @@ def analyze_options(
 ) -> AnalyzeOptions:
     """The `AnalyzeOptions` of a command's tool settings (built here once, for every command);
     `host_logs` are joined to every dump analyzed, their secrets hidden unless not `redact`."""
-    from postmortem.analysis.analyze import AnalyzeOptions
+    from postmortem.analysis.analyze import AnalysisMode, AnalyzeOptions
     from postmortem.analysis.fault.fault import LocalizeOptions
 
     # A relative path in a line table is looked up in --source-dir, then in the folder the
@@ -65,7 +65,7 @@ def analyze_options(
     if tools.timeout is not None:
         localize = replace(localize, timeout=tools.timeout)
     return AnalyzeOptions(
-        localize, mode=mode, cuda_gdb=not tools.no_gdb, cuda_gdb_path=tools.cuda_gdb,
+        localize, mode=AnalysisMode(mode), cuda_gdb=not tools.no_gdb, cuda_gdb_path=tools.cuda_gdb,
         cuda_gdb_origin=tools.cuda_gdb_origin, host_logs=tuple(host_logs), redact=redact,
     )  # fmt: skip
 

@@ -365,6 +365,25 @@ class TableLayout:
     generation: str
 
 
+class TextEnum(str, Enum):
+    """An enum whose members are their text: equal to it, printed and written as JSON as it
+    (Python 3.10 has no StrEnum)."""
+
+    def __str__(self) -> str:
+        return str(self.value)
+
+
+class TimeSource(TextEnum):
+    """Where a dump's write time came from, best first."""
+
+    METADATA = "metadata"
+    """The metadata section's timestamp (r565+)."""
+    NAME = "name"
+    """The file name's %t (`CUDA_COREDUMP_FILE`)."""
+    MTIME = "mtime"
+    """The file's modification time."""
+
+
 class FaultSource(Enum):
     """Which part of the dump reported a fault."""
 

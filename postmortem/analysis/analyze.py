@@ -32,11 +32,21 @@ from postmortem.errors import ToolFailed, ToolNotFound
 from postmortem.gdb import GdbSession, run_cuda_gdb
 from postmortem.host.reader import read_host_logs
 from postmortem.host.redact import redact_strings
-from postmortem.model import Module
+from postmortem.model import Module, TextEnum
 from postmortem.salvage import dump_findings, lost_rows
 from postmortem.summary import DumpSummary, summarize
 from postmortem.tools import ToolChoice, locate_tool, tool_version
 from postmortem.urls import DumpUrl
+
+
+class AnalysisMode(TextEnum):
+    """Which analysis a dump gets (`analyze --mode`)."""
+
+    AUTO = "auto"
+    """The hang analysis when the dump records no exception, else the fault's."""
+    FAULT = "fault"
+    HANG = "hang"
+    """Where every warp is stuck and why, whatever the dump records."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,8 +54,7 @@ class AnalyzeOptions:
     """Localization options plus whether and how to ask cuda-gdb."""
 
     localize: LocalizeOptions = field(default_factory=LocalizeOptions)
-    mode: str = "auto"
-    """"auto": hang analysis when the dump records no exception; "fault"; "hang"."""
+    mode: AnalysisMode = AnalysisMode.AUTO
     cuda_gdb: bool = True
     """False: do not run cuda-gdb (`--no-gdb`)."""
     cuda_gdb_path: str | Path | None = None
@@ -56,6 +65,10 @@ class AnalyzeOptions:
     redact: bool = True
     """Secrets and home folders hidden in what the host logs say (`postmortem.host.redact`);
     False: the logs' text as written (`--no-redact`)."""
+
+    def __post_init__(self) -> None:
+        # A script may name the mode by its text ("hang"); an unknown one is a ValueError.
+        object.__setattr__(self, "mode", AnalysisMode(self.mode))
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,7 +149,7 @@ def _analyze(
     warps = warp_pcs(core)
     state = gpu_state(core, code_map, warps)
     hang = None
-    if options.mode == "hang" or (options.mode == "auto" and not sites):
+    if options.mode is AnalysisMode.HANG or (options.mode is AnalysisMode.AUTO and not sites):
         hang = analyze_hang(core, warps, options.localize, code_map)
     check, note, gdb_ran = _second_opinion(core, gdb, summary, code_map)
     sites, check = named_by_gdb(sites, check)

@@ -71,7 +71,7 @@ from postmortem.errors import BadOption, OutputUnwritable, PostmortemError, Trig
 from postmortem.report.textsafe import escape_controls
 
 if TYPE_CHECKING:
-    from postmortem.analysis.analyze import AnalyzeOptions
+    from postmortem.analysis.analyze import AnalysisMode, AnalyzeOptions
 
 REPORT_SUFFIX = {"md": ".md", "html": ".html", "json": ".json", "text": ".txt"}
 """What a report's name adds to its dump's name, per format."""
@@ -146,8 +146,10 @@ def capture_command(
         )
     logs = (child.log, *_kernel_api_logs(plan, folder, child.started))
     pattern = plan.value("CUDA_COREDUMP_FILE") or DUMP_NAME
+    from postmortem.analysis.analyze import AnalysisMode
+
     modes = {
-        dump: "hang" if dump_pid(dump, pattern) in hang_pids else report.options.mode
+        dump: AnalysisMode.HANG if dump_pid(dump, pattern) in hang_pids else report.options.mode
         for dump in dumps
     }
     reports = _reports(dumps, report, logs, modes)
@@ -212,7 +214,9 @@ def trigger_dump(request: TriggerRequest, report: ReportSettings) -> Path:
         return dump
     host_log = request.dump_dir.absolute() / f"host.{pid}.log"
     logs = (host_log,) if pid is not None and host_log.is_file() else ()
-    return _report(dump, report, logs, "hang")[0]
+    from postmortem.analysis.analyze import AnalysisMode
+
+    return _report(dump, report, logs, AnalysisMode.HANG)[0]
 
 
 def _watch_process(spec: WatchSpec, pipe: Path, pid: int | None) -> None:
@@ -353,7 +357,10 @@ def _dump_globs(pid: int | None, dump_dir: Path) -> list[str]:
 
 
 def _reports(
-    dumps: list[Path], report: ReportSettings, logs: tuple[Path, ...], modes: dict[Path, str]
+    dumps: list[Path],
+    report: ReportSettings,
+    logs: tuple[Path, ...],
+    modes: dict[Path, AnalysisMode],
 ) -> list[tuple[Path, str]]:
     """A report beside each dump that can be analyzed (the others said in one line each), in
     its mode (hang for a dump that was asked for); the reports written, each with its
@@ -367,7 +374,7 @@ def _reports(
 
 
 def _report_or_say(
-    dump: Path, report: ReportSettings, logs: tuple[Path, ...], mode: str
+    dump: Path, report: ReportSettings, logs: tuple[Path, ...], mode: AnalysisMode
 ) -> tuple[Path, str] | None:
     try:
         return _report(dump, report, logs, mode)
@@ -380,7 +387,7 @@ def _report_or_say(
 
 
 def _report(
-    dump: Path, report: ReportSettings, logs: tuple[Path, ...], mode: str
+    dump: Path, report: ReportSettings, logs: tuple[Path, ...], mode: AnalysisMode
 ) -> tuple[Path, str]:
     """Analyze `dump` and write its report beside it; the report's path, and the on-call
     summary that opens its text form (the dump's path, then the summary's lines)."""

@@ -31,7 +31,7 @@ from typing import Any
 from postmortem.cubin.nvdisasm import Disassembly
 from postmortem.errors import EngineUnreachable, MissingExtra
 from postmortem.scan.disasm_store import ScanDisassemblyStore
-from postmortem.scan.row import STATUS_CRASHED, STATUS_ERROR, STATUS_TIMEOUT, DumpRow
+from postmortem.scan.row import DumpRow, RowStatus
 from postmortem.scan.worker import WorkOptions, lost_row, report_path, scan_dump, with_store
 from postmortem.urls import absolute_path, as_dump_path, is_url
 
@@ -128,10 +128,10 @@ class DaskEngine:
             row: DumpRow = future.result()
         except distributed.KilledWorker:
             message = "worker process died (Dask gave up on the task: its workers died)"
-            return lost_row(path, STATUS_CRASHED, message, 0.0)
+            return lost_row(path, RowStatus.CRASHED, message, 0.0)
         except (Exception, concurrent.futures.CancelledError) as error:
             message = f"internal error: {type(error).__name__}: {oneline(error)}"
-            return lost_row(path, STATUS_ERROR, message, 0.0)
+            return lost_row(path, RowStatus.ERROR, message, 0.0)
         # The report as a local scan names it (the worker wrote it under the absolute path).
         report = report_path(row.path, self._work) if row.report is not None else None
         return replace(row, report=None if report is None else str(report))
@@ -173,7 +173,7 @@ def scan_task(
         f"no result within {timeout_s:g} s (--timeout); the analysis was left to finish on "
         f"its {engine} worker"
     )
-    return lost_row(dump, STATUS_TIMEOUT, message, round(time.monotonic() - started, 4), name)
+    return lost_row(dump, RowStatus.TIMEOUT, message, round(time.monotonic() - started, 4), name)
 
 
 class _SharedStore:

@@ -12,11 +12,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from postmortem.analysis.fleet.signature import Signature
+from postmortem.model import TimeSource
 from postmortem.scan.build import builds_of
 from postmortem.scan.owners import Ownership
 from postmortem.scan.row import DumpRow
 
-_SOURCE_RANK = {"metadata": 0, "name": 1, "mtime": 2}
+_SOURCE_RANK = {TimeSource.METADATA: 0, TimeSource.NAME: 1, TimeSource.MTIME: 2}
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,15 +6,14 @@ from __future__ import annotations
 from typing import Any
 
 from postmortem.analysis.fleet.incident import (
-    METADATA,
-    MTIME,
     Incident,
     IncidentDump,
     build_incident,
     failed_dump,
 )
+from postmortem.model import TimeSource
 from postmortem.report.incident import incident_json
-from postmortem.scan.row import STATUS_ERROR, DumpRow
+from postmortem.scan.row import DumpRow, RowStatus
 from postmortem.scan.run import ScanResult
 
 
@@ -36,9 +35,13 @@ def incident_dump(row: DumpRow) -> IncidentDump:
     """
     mtime = row.mtime or None  # 0.0: the file could not be looked at
     if row.failed:
-        error = row.error if row.status == STATUS_ERROR else f"{row.status}: {row.error}"
+        error = row.error if row.status == RowStatus.ERROR else f"{row.status}: {row.error}"
         return failed_dump(row.path, error or row.status, mtime, row.no_gpu_state)
-    time, source = (row.time, METADATA) if row.time_source == METADATA else (mtime, MTIME)
+    time, source = (
+        (row.time, TimeSource.METADATA)
+        if row.time_source == TimeSource.METADATA
+        else (mtime, TimeSource.MTIME)
+    )
     faulted = row.fault_sites > 0
     kernels = ((row.kernel,) if row.kernel else ()) if faulted else row.live_kernels
     return IncidentDump(

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from postmortem.analysis.analyze import Analysis, AnalyzeOptions
+from postmortem.analysis.analyze import Analysis, AnalysisMode, AnalyzeOptions
 from postmortem.analysis.fault.fault import localize
 from postmortem.analysis.hang.hang import analyze_hang
 from postmortem.analysis.state import gpu_state, warp_pcs
@@ -59,7 +59,7 @@ def lean_analysis(
         warps = warp_pcs(core)
         state = gpu_state(core, code_map, warps)
         hang = None
-        if options.mode == "hang" or (options.mode == "auto" and not sites):
+        if options.mode is AnalysisMode.HANG or (options.mode is AnalysisMode.AUTO and not sites):
             hang = analyze_hang(core, warps, native, code_map)
         summary = replace(summary, findings=dump_findings(core, code_map))
         if memo is not None and sites and options.localize.disassemble:

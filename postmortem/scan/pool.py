@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from postmortem.scan.disasm_store import ScanDisassemblyStore
-from postmortem.scan.row import STATUS_CRASHED, STATUS_TIMEOUT, DumpRow
+from postmortem.scan.row import DumpRow, RowStatus
 from postmortem.scan.worker import WorkOptions, lost_row, scan_dump, with_store
 
 _TICK_S = 0.2
@@ -166,17 +166,17 @@ class WorkerPool:
                 slot.started = time.monotonic()  # the worker went on to the next one
             except (EOFError, OSError):
                 message = f"worker process died ({self._exit(slot)})"
-                row = self._lost(slot, message, STATUS_CRASHED, pending)
+                row = self._lost(slot, message, RowStatus.CRASHED, pending)
             on_row(row)
             self._assign(slot, pending)
         now = time.monotonic()
         for slot in self._slots:
             if slot.task is not None and now - slot.started > self._timeout_s:
                 message = f"no result within {self._timeout_s:g} s (--timeout); worker killed"
-                on_row(self._lost(slot, message, STATUS_TIMEOUT, pending))
+                on_row(self._lost(slot, message, RowStatus.TIMEOUT, pending))
                 self._assign(slot, pending)
 
-    def _lost(self, slot: _Slot, message: str, status: str, pending: deque[Path]) -> DumpRow:
+    def _lost(self, slot: _Slot, message: str, status: RowStatus, pending: deque[Path]) -> DumpRow:
         """An error row for the slot's dump; the slot gets a fresh worker, and the dumps
         sent ahead to the old one go back to the front of the queue."""
         assert slot.task is not None

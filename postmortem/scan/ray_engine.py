@@ -29,7 +29,7 @@ from typing import Any
 
 from postmortem.errors import EngineUnreachable, MissingExtra
 from postmortem.scan.dask_engine import oneline, portable, scan_task
-from postmortem.scan.row import STATUS_CRASHED, STATUS_ERROR, DumpRow
+from postmortem.scan.row import DumpRow, RowStatus
 from postmortem.scan.worker import WorkOptions, lost_row, report_path
 from postmortem.urls import absolute_path, is_url
 
@@ -150,11 +150,11 @@ class RayEngine:
             row: DumpRow = ray.get(ref)
         except ray.exceptions.WorkerCrashedError:
             message = "worker process died (Ray gave up on the task: its workers died)"
-            return lost_row(path, STATUS_CRASHED, message, 0.0)
+            return lost_row(path, RowStatus.CRASHED, message, 0.0)
         except Exception as error:
             cause = getattr(error, "cause", None) or error  # a RayTaskError's own exception
             message = f"internal error: {type(cause).__name__}: {oneline(cause)}"
-            return lost_row(path, STATUS_ERROR, message, 0.0)
+            return lost_row(path, RowStatus.ERROR, message, 0.0)
         # The report as a local scan names it (the worker wrote it under the absolute path).
         report = report_path(row.path, self._work) if row.report is not None else None
         return replace(row, report=None if report is None else str(report))

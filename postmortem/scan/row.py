@@ -12,12 +12,19 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from postmortem.analysis.fleet.signature import Frame, Quality, Signature
+from postmortem.model import TextEnum, TimeSource
 from postmortem.urls import absolute_path
 
-STATUS_OK = "ok"
-STATUS_ERROR = "error"
-STATUS_TIMEOUT = "timeout"
-STATUS_CRASHED = "crashed"
+
+class RowStatus(TextEnum):
+    """How the scan of one dump ended."""
+
+    OK = "ok"
+    ERROR = "error"
+    """Unreadable, truncated or corrupt."""
+    TIMEOUT = "timeout"
+    CRASHED = "crashed"
+    """Its worker died."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,14 +47,12 @@ class DumpRow:
     size_bytes: int
     mtime: float
     """The file's modification time, Unix seconds."""
-    status: str
-    """"ok"; "error" (unreadable, truncated, corrupt); "timeout"; "crashed" (its worker died)."""
+    status: RowStatus
     error: str | None
     """The one-line reason when the status is not "ok"."""
     time: float
     """When the dump was written: metadata timestamp, else the name's %t, else `mtime`."""
-    time_source: str
-    """"metadata", "name" or "mtime"."""
+    time_source: TimeSource
     host: str | None
     """From the file name (%h), when a known pattern matched."""
     pid: int | None
@@ -114,7 +119,7 @@ class DumpRow:
 
     @property
     def failed(self) -> bool:
-        return self.status != STATUS_OK
+        return self.status != RowStatus.OK
 
 
 def dump_id(row: DumpRow) -> str:
@@ -133,7 +138,7 @@ def row_to_dict(row: DumpRow) -> dict[str, Any]:
 
 
 def row_from_dict(data: dict[str, Any]) -> DumpRow:
-    """The row `row_to_dict` made; raises KeyError or TypeError on anything else."""
+    """The row `row_to_dict` made; raises KeyError, TypeError or ValueError on anything else."""
     fields = dict(data)
     fields["devices"] = tuple(fields["devices"])
     fields["live_kernels"] = tuple(fields["live_kernels"])  # absent: an older row, recomputed
@@ -141,6 +146,8 @@ def row_from_dict(data: dict[str, Any]) -> DumpRow:
     if "build_key" not in fields:  # an older row: recomputed
         raise KeyError("build_key")
     fields["triage"] = None  # never cached (`row_to_dict`)
+    fields["status"] = RowStatus(fields["status"])  # ValueError on an unknown one
+    fields["time_source"] = TimeSource(fields["time_source"])
     signature = fields["signature"]
     if signature is not None:
         sig = dict(signature)
@@ -153,10 +160,10 @@ def row_from_dict(data: dict[str, Any]) -> DumpRow:
 
 
 def error_row(
-    path: str, size_bytes: int, mtime: float, status: str, error: str, seconds: float = 0.0
+    path: str, size_bytes: int, mtime: float, status: RowStatus, error: str, seconds: float = 0.0
 ) -> DumpRow:
     """A row for a dump that could not be analyzed."""
     return DumpRow(
-        path, size_bytes, mtime, status, error, mtime, "mtime", None, None, None, (), None, None,
-        0, None, None, seconds,
+        path, size_bytes, mtime, status, error, mtime, TimeSource.MTIME, None, None, None, (),
+        None, None, 0, None, None, seconds,
     )  # fmt: skip

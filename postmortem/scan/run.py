@@ -28,7 +28,7 @@ from postmortem.scan.history import ScanHistory, apply_history
 from postmortem.scan.instruction import fill_instructions
 from postmortem.scan.names import parse_name
 from postmortem.scan.owners import OwnerRule, owners_of
-from postmortem.scan.row import STATUS_ERROR, STATUS_OK, DumpRow, error_row
+from postmortem.scan.row import DumpRow, RowStatus, error_row
 from postmortem.scan.sentry import SentrySink, SentryTarget
 from postmortem.scan.worker import REPORT_FAILED, WorkOptions, report_path, with_names
 from postmortem.scan.xid import read_host_xids
@@ -315,7 +315,7 @@ def _from_cache(
     seen: dict[str, tuple[FileState, str]] = {}
     for candidate in todo:
         if candidate.unreadable is not None:
-            row = error_row(str(candidate.path), 0, 0.0, STATUS_ERROR, candidate.unreadable)
+            row = error_row(str(candidate.path), 0, 0.0, RowStatus.ERROR, candidate.unreadable)
             rows.append(with_names(row, parse_name(candidate.path.name, work.name_patterns)))
             state.add(rows[-1])
             continue
@@ -404,7 +404,7 @@ class _Arrivals:
 
     def _cache(self, row: DumpRow) -> None:
         cache = self.cache
-        if cache is None or row.status not in (STATUS_OK, STATUS_ERROR) or row.degraded:
+        if cache is None or row.status not in (RowStatus.OK, RowStatus.ERROR) or row.degraded:
             return
         if row.error and row.error.startswith(REPORT_FAILED):
             return

@@ -26,7 +26,7 @@ from postmortem.cubin.nvdisasm import DisassemblyStore
 from postmortem.demangle import demangle
 from postmortem.errors import NoGpuState, PostmortemError
 from postmortem.findings import Finding, FindingCode
-from postmortem.model import Device, Module
+from postmortem.model import Device, Module, TimeSource
 from postmortem.report.context import build_report
 from postmortem.report.render import report_text
 from postmortem.report.values import version_or_none
@@ -36,7 +36,7 @@ from postmortem.scan.instruction import InstructionMemo
 from postmortem.scan.lean import lean_analysis
 from postmortem.scan.names import DEFAULT_PATTERNS, NameFacts, parse_name
 from postmortem.scan.remote import object_info
-from postmortem.scan.row import STATUS_ERROR, DumpRow, Triage, error_row
+from postmortem.scan.row import DumpRow, RowStatus, Triage, error_row
 from postmortem.scan.triage import verdict_context
 from postmortem.urls import DumpUrl
 
@@ -103,7 +103,7 @@ def scan_dump(path: Path, options: WorkOptions, name: str | None = None) -> Dump
     try:
         info, print_ = _stat(path)
     except OSError as error:
-        return with_names(error_row(shown, 0, 0.0, STATUS_ERROR, _oneline(error)), names)
+        return with_names(error_row(shown, 0, 0.0, RowStatus.ERROR, _oneline(error)), names)
     try:
         if options.lean:
             found, at_pc = lean_analysis(path, options.analyze, _memo(options))
@@ -123,11 +123,11 @@ def scan_dump(path: Path, options: WorkOptions, name: str | None = None) -> Dump
     except PostmortemError as error:
         # Our errors start with the path; the row already names it.
         message = _oneline(error).removeprefix(f"{path}: ")
-        row = error_row(shown, info.st_size, info.st_mtime, STATUS_ERROR, message)
+        row = error_row(shown, info.st_size, info.st_mtime, RowStatus.ERROR, message)
         row = replace(row, no_gpu_state=isinstance(error, NoGpuState))
     except Exception as error:  # a bug of ours must not stop the scan: say it in the row
         message = f"internal error: {type(error).__name__}: {_oneline(error)}"
-        row = error_row(shown, info.st_size, info.st_mtime, STATUS_ERROR, message)
+        row = error_row(shown, info.st_size, info.st_mtime, RowStatus.ERROR, message)
     row = replace(row, seconds=round(time.monotonic() - started, 4), fingerprint=print_)
     return with_names(row, names)
 
@@ -176,7 +176,7 @@ def _stat(path: Path) -> tuple[os.stat_result, str | None]:
 
 
 def lost_row(
-    path: Path, status: str, message: str, seconds: float, name: str | None = None
+    path: Path, status: RowStatus, message: str, seconds: float, name: str | None = None
 ) -> DumpRow:
     """The row of a dump whose analysis gave no result (a timeout, a worker that died)."""
     try:
@@ -212,7 +212,7 @@ def _with_outputs(row: DumpRow, analysis: Analysis, options: WorkOptions) -> Dum
         _write_report(analysis, target, options.report_format)
     except OSError as error:  # the dump was read; only its report is missing
         message = f"{REPORT_FAILED} {target}: {error.strerror or error}"
-        return error_row(row.path, row.size_bytes, row.mtime, STATUS_ERROR, message)
+        return error_row(row.path, row.size_bytes, row.mtime, RowStatus.ERROR, message)
     return replace(row, report=str(target))
 
 
@@ -229,15 +229,15 @@ def _row(
     if trouble is not None and not signature.quality.line_info and facts.has_line_info is not False:
         # The chain is missing because of nvdisasm, not the build: say which way it failed.
         signature = replace(signature, quality=replace(signature.quality, advice=trouble))
-    when, source = float(info.st_mtime), "mtime"
+    when, source = float(info.st_mtime), TimeSource.MTIME
     if meta is not None and meta.timestamp:
-        when, source = float(meta.timestamp), "metadata"
+        when, source = float(meta.timestamp), TimeSource.METADATA
     elif names.time is not None:
-        when, source = float(names.time), "name"
+        when, source = float(names.time), TimeSource.NAME
     driver = version_or_none(meta.driver_version) if meta else None
     gpu, sm = _faulting_gpu(analysis)
     return DumpRow(
-        path=path, size_bytes=info.st_size, mtime=info.st_mtime, status="ok", error=None,
+        path=path, size_bytes=info.st_size, mtime=info.st_mtime, status=RowStatus.OK, error=None,
         time=when, time_source=source, host=names.host, pid=names.pid, driver_version=driver,
         devices=tuple(d.name or "?" for d in summary.devices), exception=facts.exception,
         kernel=demangle(facts.kernel) if facts.kernel else None,
@@ -278,8 +278,8 @@ def _tool_trouble(diagnoses: Sequence[Finding]) -> str | None:
 
 def with_names(row: DumpRow, names: NameFacts) -> DumpRow:
     """`row` with the host, pid (and, lacking a better one, the time) its file name gives."""
-    if row.time_source == "mtime" and names.time is not None:
-        row = replace(row, time=float(names.time), time_source="name")
+    if row.time_source == TimeSource.MTIME and names.time is not None:
+        row = replace(row, time=float(names.time), time_source=TimeSource.NAME)
     return replace(row, host=names.host, pid=names.pid)
 
 

@@ -15,8 +15,9 @@ import pytest
 from postmortem.analysis.analyze import AnalyzeOptions
 from postmortem.analysis.fault.fault import LocalizeOptions
 from postmortem.analysis.fleet.analyze import analyze_incident
-from postmortem.analysis.fleet.incident import METADATA, MTIME, IncidentDump, Role, build_incident
+from postmortem.analysis.fleet.incident import IncidentDump, Role, build_incident
 from postmortem.analysis.oncall.summary import ProblemClass
+from postmortem.model import TimeSource
 from postmortem.report.incident import build_incident_report
 from postmortem.report.render import render
 from tests.conftest import ROOT
@@ -83,7 +84,7 @@ def test_the_first_fault_is_the_earliest_by_metadata_not_by_name(job):
         ("core.rank0.nvcudmp", Role.FAULT, T0 + 5),
         ("core.rank3.nvcudmp", Role.UNREADABLE, incident.rows[3].dump.time),
     ]
-    assert all(r.dump.time_source == METADATA for r in incident.rows[:3])
+    assert all(r.dump.time_source == TimeSource.METADATA for r in incident.rows[:3])
     # AND the collateral dump says where its warps wait; the unreadable one says why, in a line
     assert incident.rows[1].why == "no exception; its warps wait in ncclKernel_SendRecv_RING"
     assert incident.rows[3].why.startswith("not a CUDA coredump: ")
@@ -124,14 +125,14 @@ def test_the_report_lists_each_dump_with_its_role_and_time(job):
         assert "core.rank3.nvcudmp" in render("incident", report, fmt)
 
 
-def _dump(name, time, source=METADATA, mtime=None, **facts):
+def _dump(name, time, source=TimeSource.METADATA, mtime=None, **facts):
     return IncidentDump(name, time, source, time if mtime is None else mtime, **facts)
 
 
 def test_undated_dumps_are_ordered_by_modification_time_and_the_notes_say_so():
     dumps = [
-        _dump("b", 20.0, MTIME, faulted=True, signature="s1", headline="late"),
-        _dump("a", 10.0, MTIME, faulted=True, signature="s2", headline="early"),
+        _dump("b", 20.0, TimeSource.MTIME, faulted=True, signature="s1", headline="late"),
+        _dump("a", 10.0, TimeSource.MTIME, faulted=True, signature="s2", headline="early"),
     ]
     incident = build_incident(dumps)
     assert [r.dump.path for r in incident.rows] == ["a", "b"]
@@ -156,7 +157,9 @@ def test_faults_in_the_same_second_are_told_apart_by_file_time_and_noted():
 def test_without_a_fault_the_stuck_dump_leads_and_collateral_alone_says_so():
     stuck = _dump("r0", 5.0, kernels=("_Z10oob_kernelPfif",), headline="hang: …", signature="h")
     nccl = _dump("r1", 4.0, kernels=("ncclDevKernel_AllReduce_Sum_f32_RING_LL",))
-    empty = IncidentDump("r2", 3.0, MTIME, 3.0, "no GPU state to analyze", no_gpu_state=True)
+    empty = IncidentDump(
+        "r2", 3.0, TimeSource.MTIME, 3.0, "no GPU state to analyze", no_gpu_state=True
+    )
     incident = build_incident([stuck, nccl, empty])
     assert [r.role for r in incident.rows] == [Role.COLLATERAL, Role.COLLATERAL, Role.STUCK]
     assert incident.rows[0].why.startswith("no warp and no exception")

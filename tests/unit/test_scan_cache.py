@@ -5,9 +5,9 @@ from __future__ import annotations
 import time
 
 from postmortem.scan.cache import FileState, ScanCache
-from postmortem.scan.row import STATUS_ERROR, error_row
+from postmortem.scan.row import RowStatus, error_row
 
-ROW = error_row("/dumps/a.nvcudmp", 10, 1.0, STATUS_ERROR, "truncated at byte 4")
+ROW = error_row("/dumps/a.nvcudmp", 10, 1.0, RowStatus.ERROR, "truncated at byte 4")
 OLD = time.time_ns() - 3600 * 10**9
 STATE = FileState(size=10, mtime_ns=OLD, ctime_ns=OLD, inode=7, device=1)
 

@@ -30,11 +30,7 @@ from postmortem.analysis.hang.motion import (
 )
 from postmortem.analysis.oncall.summary import OnCallSummary
 from postmortem.demangle import base_name
-
-METADATA = "metadata"
-"""`IncidentDump.time_source` of a dump ordered by its metadata timestamp."""
-MTIME = "mtime"
-"""`IncidentDump.time_source` of one ordered by its file's modification time."""
+from postmortem.model import TimeSource
 
 
 class Role(Enum):
@@ -59,8 +55,9 @@ class IncidentDump:
     path: str
     time: float | None
     """When it was written, Unix seconds (see `time_source`); None when unknown."""
-    time_source: str | None
-    """`METADATA` or `MTIME`; None when the file could not even be looked at."""
+    time_source: TimeSource | None
+    """`TimeSource.METADATA` or `TimeSource.MTIME`; None when the file could not even be
+    looked at."""
     mtime: float | None
     """The file's modification time: the tie-break between equal timestamps."""
     error: str | None = None
@@ -130,7 +127,7 @@ def incident_dump(analysis: Analysis, mtime: float | None, signature: str | None
     """What the incident needs of an analyzed dump."""
     meta = analysis.summary.metadata
     stamp = meta.timestamp if meta is not None else None
-    time, source = (float(stamp), METADATA) if stamp else (mtime, MTIME)
+    time, source = (float(stamp), TimeSource.METADATA) if stamp else (mtime, TimeSource.MTIME)
     site = analysis.sites[0] if analysis.sites else None
     if site is not None:
         kernels: tuple[str, ...] = (site.function.name,) if site.function else ()
@@ -147,7 +144,7 @@ def failed_dump(
     path: str, error: str, mtime: float | None, no_gpu_state: bool = False
 ) -> IncidentDump:
     """A dump whose analysis stopped on `error`: unreadable, or holding no GPU state."""
-    source = None if mtime is None else MTIME
+    source = None if mtime is None else TimeSource.MTIME
     return IncidentDump(path, mtime, source, mtime, error, no_gpu_state)
 
 
@@ -219,15 +216,15 @@ def _verdict(
 def _notes(ordered: Sequence[IncidentDump], faults: Sequence[IncidentDump]) -> tuple[str, ...]:
     notes = []
     # A dump with no GPU state was never read as far as its timestamp: the driver is not why.
-    undated = sum(1 for d in ordered if d.time_source != METADATA and not d.no_gpu_state)
+    undated = sum(1 for d in ordered if d.time_source != TimeSource.METADATA and not d.no_gpu_state)
     if undated:
         notes.append(
             f"{undated} dump{'s carry' if undated != 1 else ' carries'} no metadata timestamp "
             "(drivers before r565): ordered by file modification time, when the writing ended"
         )
     first = faults[0] if faults else None
-    if first is not None and first.time_source == METADATA:
-        tied = [d for d in faults if d.time_source == METADATA and d.time == first.time]
+    if first is not None and first.time_source == TimeSource.METADATA:
+        tied = [d for d in faults if d.time_source == TimeSource.METADATA and d.time == first.time]
         if len(tied) > 1:
             notes.append(
                 f"{len(tied)} faulting dumps share the first fault's timestamp (whole seconds): "

@@ -31,6 +31,7 @@ from postmortem.analysis.oncall.evidence import Statement
 from postmortem.analysis.oncall.summary import OnCallSummary, ProblemClass
 from postmortem.coredump.reader import open_coredump
 from postmortem.errors import PostmortemError
+from postmortem.model import TimeSource
 
 
 def compare_hangs(dumps: Sequence[tuple[IncidentDump, Analysis]]) -> IncidentMotion | None:
@@ -62,7 +63,7 @@ def compare_hangs(dumps: Sequence[tuple[IncidentDump, Analysis]]) -> IncidentMot
 def _compare(
     earlier: Analysis,
     later: Analysis,
-    order: tuple[DumpIdentity, DumpIdentity, float, str],
+    order: tuple[DumpIdentity, DumpIdentity, float, TimeSource],
     process: SameProcess,
 ) -> DumpComparison | str:
     """The comparison of two analyzed dumps, reopened; why not, when one cannot be read."""

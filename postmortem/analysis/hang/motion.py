@@ -28,7 +28,7 @@ from postmortem.analysis.hang.snapshot import (
 )
 from postmortem.coredump import tables as t
 from postmortem.coredump.reader import Coredump
-from postmortem.model import Dim3
+from postmortem.model import Dim3, TimeSource
 
 MAX_REGISTER_WARPS = 2048
 """Warps whose registers are compared, at most (64 Ki lanes); the rest by PCs and masks."""
@@ -102,7 +102,7 @@ class DumpComparison:
     earlier: str
     later: str
     seconds: float
-    time_source: str
+    time_source: TimeSource
     process: SameProcess
     warps: tuple[WarpMotion, ...]
     """Every warp: stuck first, then moved, gone, new; each in key order."""
@@ -130,7 +130,7 @@ class IncidentMotion:
 def compare_dumps(
     earlier: Coredump,
     later: Coredump,
-    order: tuple[DumpIdentity, DumpIdentity, float, str],
+    order: tuple[DumpIdentity, DumpIdentity, float, TimeSource],
     process: SameProcess,
     kernels: Mapping[tuple[int, int | None], str | None],
     hang_groups: Sequence[StuckGroup] = (),

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import PurePath
 
+from postmortem.model import TimeSource
 from postmortem.summary import KernelLaunch
 
 NAME_PATTERNS = (
@@ -37,9 +38,6 @@ NAME_PATTERNS = (
 """Names the driver writes (``CUDA_COREDUMP_FILE`` as `postmortem capture` sets it, cuda-gdb's
 and the driver API's defaults, SGLang's crash folder), first match wins; a ``.gz`` suffix is
 ignored. The same patterns as `postmortem.scan.names`, which the analysis may not import."""
-METADATA = "metadata"
-NAME = "name"
-MTIME = "mtime"
 _FIELDS = {"h": r"(?P<host>[^/]+?)", "p": r"(?P<pid>\d{1,10})", "t": r"(?P<time>\d{10})"}
 
 
@@ -151,21 +149,23 @@ def _process(name: DumpName) -> str:
     return f"{host}pid {name.pid}"
 
 
-def order_pair(a: DumpIdentity, b: DumpIdentity) -> tuple[DumpIdentity, DumpIdentity, float, str]:
+def order_pair(
+    a: DumpIdentity, b: DumpIdentity
+) -> tuple[DumpIdentity, DumpIdentity, float, TimeSource]:
     """(earlier, later, seconds between them, the source that ordered them): metadata
     timestamps, else the names' ``%t``, else modification times; the first that tells them
     apart, else the first both have (0 s, the order given)."""
-    sources: list[tuple[str, float, float]] = []
+    sources: list[tuple[TimeSource, float, float]] = []
     for source, x, y in (
-        (METADATA, a.timestamp, b.timestamp),
-        (NAME, a.name.time, b.name.time),
-        (MTIME, a.mtime, b.mtime),
+        (TimeSource.METADATA, a.timestamp, b.timestamp),
+        (TimeSource.NAME, a.name.time, b.name.time),
+        (TimeSource.MTIME, a.mtime, b.mtime),
     ):
         if x is not None and y is not None:
             sources.append((source, float(x), float(y)))
     chosen = next((s for s in sources if s[1] != s[2]), sources[0] if sources else None)
     if chosen is None:
-        return a, b, 0.0, MTIME
+        return a, b, 0.0, TimeSource.MTIME
     source, x, y = chosen
     return (a, b, y - x, source) if x <= y else (b, a, x - y, source)
 
@@ -180,7 +180,9 @@ class NotCompared:
 
 def pair_by_process(
     dumps: Sequence[DumpIdentity],
-) -> tuple[list[tuple[DumpIdentity, DumpIdentity, float, str, SameProcess]], list[NotCompared]]:
+) -> tuple[
+    list[tuple[DumpIdentity, DumpIdentity, float, TimeSource, SameProcess]], list[NotCompared]
+]:
     """The dumps grouped by process: for each process with two dumps or more, its earliest
     and latest (with the gap and what ordered them); for each other process, why its first
     dump is not compared with the first dump of the first process."""
