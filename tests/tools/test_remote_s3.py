@@ -7,11 +7,12 @@ import json
 import os
 import subprocess
 import sys
+import types
 from pathlib import Path
 
 import pytest
 
-from tests.tooling import DUMPS, require_module
+from tests.tooling import DUMPS, invoke, require_module
 from tests.tooling import REPO as ROOT
 
 BUCKET = "crash-dumps"
@@ -56,7 +57,15 @@ def store(tmp_path_factory: pytest.TempPathFactory):
             os.environ[key] = value
 
 
-def _postmortem(endpoint: str, *args: str) -> subprocess.CompletedProcess[str]:
+def _postmortem(endpoint: str, *args: str) -> types.SimpleNamespace:
+    """The command line, in this process, with the store's endpoint: FSSPEC_S3, which the
+    storage option sets, is put back as it was after the run."""
+    env: dict[str, str | None] = {**CREDENTIALS, "FSSPEC_S3": None}
+    return invoke(*args, "--storage-option", f"endpoint_url={endpoint}", cwd=ROOT, env=env)
+
+
+def _postmortem_process(endpoint: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """The command line in a subprocess, with the store's endpoint (the Dask scans)."""
     env = {**os.environ, **CREDENTIALS}
     env.pop("FSSPEC_S3", None)
     return subprocess.run(
@@ -76,10 +85,8 @@ def test_info_of_a_url_says_what_info_of_the_file_says(store, name: str) -> None
     endpoint, _ = store
     url = f"s3://{BUCKET}/job-7/{name}"
     remote = _postmortem(endpoint, "info", url, "--json")
-    local = subprocess.run(
-        [sys.executable, "-m", "postmortem", "info", str(DUMPS / name), "--json"],
-        capture_output=True, text=True, cwd=ROOT, check=True,
-    )  # fmt: skip
+    local = invoke("info", DUMPS / name, "--json", cwd=ROOT)
+    assert local.returncode == 0, local.stderr
     assert remote.returncode == 0, remote.stderr
     assert json.loads(_without_paths(remote.stdout, url)) == json.loads(
         _without_paths(local.stdout, str(DUMPS / name))
@@ -90,11 +97,8 @@ def test_analyze_of_a_url_finds_the_fault_and_says_why_cuda_gdb_did_not_run(stor
     endpoint, _ = store
     url = f"s3://{BUCKET}/job-7/oob_store.nvcudmp"
     remote = _postmortem(endpoint, "analyze", url, "--format", "json")
-    local = subprocess.run(
-        [sys.executable, "-m", "postmortem", "analyze", str(DUMPS / "oob_store.nvcudmp"),
-         "--format", "json", "--no-gdb"],
-        capture_output=True, text=True, cwd=ROOT, check=True,
-    )  # fmt: skip
+    local = invoke("analyze", DUMPS / "oob_store.nvcudmp", "--format", "json", "--no-gdb", cwd=ROOT)
+    assert local.returncode == 0, local.stderr
     assert remote.returncode == 0, remote.stderr
     report, expected = json.loads(remote.stdout), json.loads(local.stdout)
     assert report["dump"]["path"] == url
@@ -106,10 +110,8 @@ def test_analyze_of_a_url_finds_the_fault_and_says_why_cuda_gdb_did_not_run(stor
 def test_signature_of_a_url_is_the_signature_of_the_file(store) -> None:
     endpoint, _ = store
     remote = _postmortem(endpoint, "signature", f"s3://{BUCKET}/job-7/hang_barrier.nvcudmp")
-    local = subprocess.run(
-        [sys.executable, "-m", "postmortem", "signature", str(DUMPS / "hang_barrier.nvcudmp")],
-        capture_output=True, text=True, cwd=ROOT, check=True,
-    )  # fmt: skip
+    local = invoke("signature", DUMPS / "hang_barrier.nvcudmp", cwd=ROOT)
+    assert local.returncode == 0, local.stderr
     assert remote.returncode == 0, remote.stderr
     key = [line for line in local.stdout.splitlines() if line.strip()][0].split()[-1]
     assert key in remote.stdout
@@ -181,10 +183,7 @@ def test_a_bad_storage_option_is_refused(store) -> None:
 
 def test_a_file_url_is_a_local_path() -> None:
     local = DUMPS / "oob_store.nvcudmp"
-    result = subprocess.run(
-        [sys.executable, "-m", "postmortem", "info", f"file://{local}"],
-        capture_output=True, text=True, cwd=ROOT,
-    )  # fmt: skip
+    result = invoke("info", f"file://{local}", cwd=ROOT)
     assert result.returncode == 0, result.stderr
     assert str(local) in result.stdout or local.name in result.stdout
 
@@ -237,11 +236,8 @@ def test_scan_of_a_prefix_groups_as_a_local_scan_and_caches_by_version(store, tm
         endpoint, "scan", f"s3://{BUCKET}/job-7", "--jsonl", str(remote_lines),
         "--cache", str(cache), "-j", "2",
     )  # fmt: skip
-    subprocess.run(
-        [sys.executable, "-m", "postmortem", "scan", str(local), "--jsonl", str(local_lines),
-         "--no-cache", "-j", "2"],
-        check=True, capture_output=True, cwd=ROOT,
-    )  # fmt: skip
+    local_scan = invoke("scan", local, "--jsonl", local_lines, "--no-cache", "-j", "2", cwd=ROOT)
+    assert local_scan.returncode == 0, local_scan.stderr
     again = _postmortem(
         endpoint, "scan", f"s3://{BUCKET}/job-7", "--jsonl", str(tmp_path / "again.jsonl"),
         "--cache", str(cache),
@@ -374,10 +370,11 @@ def _cluster_without(*names: str):
 
 
 def _dask_scan(endpoint: str, cluster, tmp_path: Path):
-    """`scan` of the job's prefix on `cluster` (closed after): the run and its JSON lines."""
+    """`scan` of the job's prefix on `cluster` (closed after): the run and its JSON lines. A
+    subprocess: the client sends the workers the FSSPEC_ variables of its own environment."""
     with cluster:
         lines = tmp_path / "dask.jsonl"
-        result = _postmortem(
+        result = _postmortem_process(
             endpoint, "scan", f"s3://{BUCKET}/job-7", "--engine", "dask", "--scheduler",
             cluster.scheduler_address, "--jsonl", str(lines), "--no-cache",
         )  # fmt: skip
