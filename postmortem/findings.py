@@ -62,6 +62,10 @@ class FindingCode(Enum):
     COLLECTIVE_WAIT = "collective-wait"
     """A collective kernel's lanes poll a flag a peer GPU should write."""
     HANG_LIMITED = "hang-limited"
+    MOTION_LIMITED = "motion-limited"
+    """What limits a comparison of two dumps (warps judged by PCs alone, a loop that moves)."""
+    INCIDENT_ORDER_LIMITED = "incident-order-limited"
+    """What limits the order of an incident's dumps (undated dumps, equal timestamps)."""
     # Forensics that could not be done in full (analysis/forensics/forensics.py).
     FORENSICS_LIMITED = "forensics-limited"
     ASSERT_IN_CALL = "assert-in-call"

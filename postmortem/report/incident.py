@@ -50,7 +50,7 @@ def incident_json(incident: Incident) -> Json:
         },
         "counts": {role.value: counts.get(role, 0) for role in Role},
         "dumps": [_row(row) for row in incident.rows],
-        "notes": list(incident.notes),
+        "notes": [n.message for n in incident.notes],
         "oncall": None if incident.oncall is None else oncall_json(incident.oncall),
     }
 
@@ -115,7 +115,7 @@ def _comparison(c: DumpComparison) -> Json:
         "groups": [_group(g) for g in c.groups],
         "warps": [_warp(w) for w in c.warps[:WARPS_SHOWN]],
         "warps_total": len(c.warps),
-        "notes": list(c.notes),
+        "notes": [n.message for n in c.notes],
     }
 
 

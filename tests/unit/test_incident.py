@@ -138,7 +138,7 @@ def test_undated_dumps_are_ordered_by_modification_time_and_the_notes_say_so():
     assert [r.dump.path for r in incident.rows] == ["a", "b"]
     assert incident.rows[1].why == "another crash signature"
     assert (incident.verdict.agree, incident.verdict.of) == (1, 2)
-    assert incident.notes[0].startswith("2 dumps carry no metadata timestamp")
+    assert incident.notes[0].message.startswith("2 dumps carry no metadata timestamp")
 
 
 def test_faults_in_the_same_second_are_told_apart_by_file_time_and_noted():
@@ -148,7 +148,7 @@ def test_faults_in_the_same_second_are_told_apart_by_file_time_and_noted():
     ]
     incident = build_incident(dumps)
     assert incident.verdict.lead == "r1"
-    assert incident.notes == (
+    assert tuple(n.message for n in incident.notes) == (
         "2 faulting dumps share the first fault's timestamp (whole seconds): among them the "
         "first is the one whose file was written first",
     )

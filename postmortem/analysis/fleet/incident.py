@@ -30,6 +30,7 @@ from postmortem.analysis.hang.motion import (
 )
 from postmortem.analysis.oncall.summary import OnCallSummary
 from postmortem.demangle import base_name
+from postmortem.findings import Finding, FindingCode, Severity
 from postmortem.model import TimeSource
 
 
@@ -114,7 +115,7 @@ class Incident:
     rows: tuple[IncidentRow, ...]
     """Readable dumps by time (undated ones after), then the unreadable ones."""
     verdict: IncidentVerdict
-    notes: tuple[str, ...] = ()
+    notes: tuple[Finding, ...] = ()
     """What limits the order (undated dumps, equal timestamps)."""
     oncall: OnCallSummary | None = None
     """The lead dump's on-call summary, when its analysis was at hand."""
@@ -213,7 +214,7 @@ def _verdict(
     return IncidentVerdict("unreadable", "no dump could be read", None)
 
 
-def _notes(ordered: Sequence[IncidentDump], faults: Sequence[IncidentDump]) -> tuple[str, ...]:
+def _notes(ordered: Sequence[IncidentDump], faults: Sequence[IncidentDump]) -> tuple[Finding, ...]:
     notes = []
     # A dump with no GPU state was never read as far as its timestamp: the driver is not why.
     undated = sum(1 for d in ordered if d.time_source != TimeSource.METADATA and not d.no_gpu_state)
@@ -230,4 +231,4 @@ def _notes(ordered: Sequence[IncidentDump], faults: Sequence[IncidentDump]) -> t
                 f"{len(tied)} faulting dumps share the first fault's timestamp (whole seconds): "
                 "among them the first is the one whose file was written first"
             )
-    return tuple(notes)
+    return tuple(Finding(FindingCode.INCIDENT_ORDER_LIMITED, Severity.INFO, n) for n in notes)

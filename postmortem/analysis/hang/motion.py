@@ -28,6 +28,7 @@ from postmortem.analysis.hang.snapshot import (
 )
 from postmortem.coredump import tables as t
 from postmortem.coredump.reader import Coredump
+from postmortem.findings import Finding, FindingCode, Severity
 from postmortem.model import Dim3, TimeSource
 
 MAX_REGISTER_WARPS = 2048
@@ -111,7 +112,7 @@ class DumpComparison:
     """Stuck warps' PCs first (most warps first), then the others."""
     registers_compared: int
     """Warps whose registers were compared (both dumps hold them)."""
-    notes: tuple[str, ...] = ()
+    notes: tuple[Finding, ...] = ()
 
     def count(self, motion: Motion) -> int:
         return sum(1 for w in self.warps if w.motion is motion)
@@ -188,7 +189,8 @@ def compare_dumps(
         )
     return DumpComparison(
         order[0].path, order[1].path, order[2], order[3], process, tuple(warps),
-        _grids(warps, kernels), groups, compared, tuple(notes),
+        _grids(warps, kernels), groups, compared,
+        tuple(Finding(FindingCode.MOTION_LIMITED, Severity.INFO, n) for n in notes),
     )  # fmt: skip
 
 
