@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import dump_paths
-from tests.tooling import REPO, require_module, require_tool
+from tests.tooling import REPO, invoke, require_module, require_tool
 
 OOB = REPO / "fixtures" / "dumps" / "oob_store.nvcudmp"
 FLEET_NAME = "core_1763800000_gpu-node-7_4242.nvcudmp"  # the driver's core_%t_%h_%p.nvcudmp
@@ -78,20 +78,27 @@ def corpus(tmp_path):
     return root
 
 
-def _run_both(root: Path, tmp_path: Path, cluster, *args: object) -> dict[str, Path]:
+def _run_both(
+    root: Path, tmp_path: Path, cluster, *args: object, local_here: bool = True
+) -> dict[str, Path]:
     """The scan of `root` by each engine, each into a folder of its own; the relative
-    paths (dumps, outputs) are the same for both."""
+    paths (dumps, outputs) are the same for both. The Dask scan runs in a subprocess (the
+    client and its event loop kept out of this one); the local one, with its pool of
+    workers, runs in this process where `local_here`."""
     outs = {}
     for engine in ("local", "dask"):
         out = tmp_path / engine
         out.mkdir()
         engine_args = ("--engine", "dask", "--scheduler", cluster.scheduler_address)
         where = os.path.relpath(root, out)
-        result = subprocess.run(
-            [sys.executable, "-m", "postmortem", "scan", where, *map(str, args),
-             *(engine_args if engine == "dask" else ("-j", "2"))],
-            capture_output=True, text=True, timeout=300, cwd=out,
-        )  # fmt: skip
+        if engine == "local" and local_here:
+            result = invoke("scan", where, *args, "-j", "2", cwd=out)
+        else:
+            result = subprocess.run(
+                [sys.executable, "-m", "postmortem", "scan", where, *map(str, args),
+                 *(engine_args if engine == "dask" else ("-j", "2"))],
+                capture_output=True, text=True, timeout=300, cwd=out,
+            )  # fmt: skip
         assert result.returncode in (0, 4), result.stderr
         assert "Traceback" not in result.stderr
         outs[engine] = out
@@ -137,7 +144,7 @@ def test_dask_scan_uses_and_fills_the_cache_like_a_local_scan(cluster, tmp_path)
     # a Dask scan fills the cache; a local scan then takes every row from it, and back
     assert scan(root, *dask, "--cache", cache, "--format", "json", "-o", out).returncode == 0
     assert _lines(out)[0]["cache_hits"] == 0
-    assert scan(root, "--cache", cache, "--format", "json", "-o", out).returncode == 0
+    assert invoke("scan", root, "--cache", cache, "--format", "json", "-o", out).returncode == 0
     assert _lines(out)[0]["cache_hits"] == 2
     assert scan(root, *dask, "--cache", cache, "--format", "json", "-o", out).returncode == 0
     assert _lines(out)[0]["cache_hits"] == 2
@@ -175,7 +182,8 @@ def _killing_tool(folder: Path) -> Path:
 
 def test_a_dump_whose_worker_dies_is_a_crashed_row_on_both_engines(tmp_path):
     # GIVEN a cluster that gives up on a task at the first death of its worker (Dask's
-    # default is the fourth), and an "nvdisasm" that kills whoever runs it
+    # default is the fourth), and an "nvdisasm" that kills whoever runs it (both scans in a
+    # subprocess: should the tool ever run in the scan's own process, it kills that one only)
     cluster = _local_cluster(**{"distributed.scheduler.allowed-failures": 0})
     try:
         root = tmp_path / "dumps"
@@ -185,7 +193,7 @@ def test_a_dump_whose_worker_dies_is_a_crashed_row_on_both_engines(tmp_path):
         tool = _killing_tool(tmp_path)
         # WHEN the dumps are scanned
         outs = _run_both(root, tmp_path, cluster, "--no-cache", "--nvdisasm", tool,
-                         "--format", "json", "-o", "scan.jsonl")  # fmt: skip
+                         "--format", "json", "-o", "scan.jsonl", local_here=False)  # fmt: skip
     finally:
         cluster.close()
     # THEN each engine gives one crashed row per dump
@@ -264,9 +272,9 @@ def test_without_the_extra_engine_dask_is_a_one_line_error(tmp_path):
 
 
 def test_engine_dask_needs_a_scheduler_and_a_scheduler_needs_engine_dask(tmp_path):
-    result = scan(tmp_path, "--engine", "dask")
+    result = invoke("scan", tmp_path, "--engine", "dask")
     assert result.returncode == 2 and "--scheduler" in result.stderr
-    result = scan(tmp_path, "--scheduler", "tcp://127.0.0.1:8786")
+    result = invoke("scan", tmp_path, "--scheduler", "tcp://127.0.0.1:8786")
     assert result.returncode == 2 and "is for --engine dask" in result.stderr
 
 
