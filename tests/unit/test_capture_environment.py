@@ -3,8 +3,8 @@ values override, and the `--print-env` lines a shell reads back."""
 
 from __future__ import annotations
 
+import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -16,6 +16,7 @@ from postmortem.capture.environment import (
     sanitizer_warning,
 )
 from postmortem.errors import BadOption
+from tests.tooling import invoke
 
 DIR = Path("/data/dumps")
 BASE = {
@@ -107,11 +108,10 @@ def test_print_env_is_shell_that_sets_every_value(tmp_path):
     # GIVEN a dump folder whose name needs quoting in a shell, and an exported value to keep
     folder = tmp_path / "dumps of 'today' $HOME"
     env = {"PATH": "/usr/bin:/bin", "CUDA_COREDUMP_SHOW_PROGRESS": "0"}
-    argv = [sys.executable, "-m", "postmortem", "capture", "--print-env", "--dir", str(folder)]
-    # WHEN the exports are printed and a shell sources them
-    printed = subprocess.run(
-        [*argv, "--hang", "--sglang"], capture_output=True, text=True, env=env, timeout=60
-    )
+    # WHEN the exports are printed (in this process, with that environment only) and a shell
+    # sources them
+    only = {**dict.fromkeys(os.environ), **env}
+    printed = invoke("capture", "--print-env", "--dir", folder, "--hang", "--sglang", env=only)
     assert printed.returncode == 0, printed.stderr
     assert not folder.exists()  # printing runs nothing and makes nothing
     script = tmp_path / "exports.sh"
@@ -139,8 +139,8 @@ def test_print_env_pasted_into_a_script_elsewhere_keeps_the_dumps_where_asked(tm
     here, elsewhere = tmp_path / "here", tmp_path / "elsewhere"
     here.mkdir()
     elsewhere.mkdir()
-    argv = [sys.executable, "-m", "postmortem", "capture", "--print-env", "--dir", "dumps"]
-    printed = subprocess.run(argv, capture_output=True, text=True, cwd=here, timeout=60)
+    printed = invoke("capture", "--print-env", "--dir", "dumps", cwd=here)
+    assert printed.returncode == 0, printed.stderr
     # WHEN a job script runs them in another folder
     shell = subprocess.run(
         ["sh", "-euc", printed.stdout + 'echo "$CUDA_COREDUMP_FILE"'],
