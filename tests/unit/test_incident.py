@@ -4,9 +4,6 @@ the first fault, the collateral dumps, the unreadable ones, and one verdict."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from importlib import resources
 
 import jsonschema
@@ -33,6 +30,7 @@ from tests.tinydump import (
     renamed,
     write_tiny_dump,
 )
+from tests.tooling import invoke
 
 NATIVE = AnalyzeOptions(LocalizeOptions(disassemble=False), cuda_gdb=False)
 T0 = 1_767_225_600  # 2026-01-01T00:00:00Z
@@ -176,12 +174,8 @@ def test_without_a_fault_the_stuck_dump_leads_and_collateral_alone_says_so():
 def test_analyze_of_several_dumps_writes_the_incident_as_json(job, tmp_path):
     # GIVEN the job's dumps, named in an order that is not the order they were written
     # WHEN the command line is asked for JSON
-    result = subprocess.run(
-        [sys.executable, "-m", "postmortem", "analyze", *map(str, job), "--format", "json",
-         "--no-gdb"],
-        cwd=ROOT, capture_output=True, text=True, timeout=120,
-        env={**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")},
-    )  # fmt: skip
+    cache = {"XDG_CACHE_HOME": str(tmp_path / "cache")}
+    result = invoke("analyze", *job, "--format", "json", "--no-gdb", cwd=ROOT, env=cache)
     # THEN the report is written, and the unreadable dump makes the exit status 4
     assert result.returncode == 4, result.stderr
     assert result.stderr == ""
@@ -205,12 +199,9 @@ def test_scan_incident_adds_the_incident_to_the_index(job, tmp_path):
     # GIVEN the job's dumps in one folder
     folder = job[0].parent
     # WHEN it is scanned as one incident, as JSON lines
-    result = subprocess.run(
-        [sys.executable, "-m", "postmortem", "scan", str(folder), "--incident", "--format",
-         "json", "--no-cache", "--no-disasm", "-j", "1"],
-        cwd=ROOT, capture_output=True, text=True, timeout=120,
-        env={**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")},
-    )  # fmt: skip
+    cache = {"XDG_CACHE_HOME": str(tmp_path / "cache")}
+    scan = ("scan", folder, "--incident", "--no-cache", "--no-disasm", "-j", "1")
+    result = invoke(*scan, "--format", "json", cwd=ROOT, env=cache)
     # THEN the scan finishes (4: one dump is an error row), every line follows the schema,
     # and the line after the scan's is the incident, with the same roles as `analyze` gives
     assert result.returncode == 4, result.stderr
@@ -232,12 +223,7 @@ def test_scan_incident_adds_the_incident_to_the_index(job, tmp_path):
     ]
     assert (incident["verdict"]["agree"], incident["verdict"]["of"]) == (2, 2)
     # AND the text index shows the incident block
-    text = subprocess.run(
-        [sys.executable, "-m", "postmortem", "scan", str(folder), "--incident", "--no-cache",
-         "--no-disasm", "-j", "1"],
-        cwd=ROOT, capture_output=True, text=True, timeout=120,
-        env={**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")},
-    )  # fmt: skip
+    text = invoke(*scan, cwd=ROOT, env=cache)
     assert "incident: 4 dumps: 2 faulted, 1 collateral, 0 stuck, 1 unreadable" in text.stdout
 
 
