@@ -36,8 +36,8 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
+from postmortem.dumpnames import DEFAULT_PATTERNS, parse_name
 from postmortem.errors import TriggerTimedOut
-from postmortem.scan.names import DEFAULT_PATTERNS, parse_name
 
 _PLACEHOLDER = re.compile(r"%(.)", re.DOTALL)
 _TRIGGERED = re.compile(rb"Triggered CUDA user coredump for PID (\d{1,10}) via \S")

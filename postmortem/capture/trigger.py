@@ -26,8 +26,8 @@ from pathlib import Path
 
 from postmortem.capture.dumps import expand
 from postmortem.capture.environment import PIPE_NAME
+from postmortem.dumpnames import compile_pattern
 from postmortem.errors import NotAFifo, PipeNotFound, TriggerTimedOut, UnreadableFile
-from postmortem.scan.names import compile_pattern
 
 TRIGGER_BYTES = 1 << 20
 """What is written to trigger a dump: 1 MiB of zeros."""

@@ -16,8 +16,8 @@ from dataclasses import replace
 from pathlib import Path
 
 from postmortem.capture.dumps import triggered_pid
+from postmortem.dumpnames import named_like_a_dump
 from postmortem.safefile import open_regular
-from postmortem.scan.names import named_like_a_dump
 from postmortem.scan.row import DumpRow
 
 SHOWN = 16

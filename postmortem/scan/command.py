@@ -24,6 +24,7 @@ from postmortem.analysis.fleet.signature import (
     load_rules,
     signature_input,
 )
+from postmortem.dumpnames import DEFAULT_PATTERNS, compile_pattern
 from postmortem.errors import (
     BadOption,
     ExitStatus,
@@ -38,7 +39,6 @@ from postmortem.scan.cache import default_cache_path
 from postmortem.scan.engine import check_engine, choose_engine
 from postmortem.scan.incident import incident_view
 from postmortem.scan.index import build_index, signature_view
-from postmortem.scan.names import DEFAULT_PATTERNS, compile_pattern
 from postmortem.scan.owners import load_owners
 from postmortem.scan.progress import ProgressBar
 from postmortem.scan.run import ScanOptions, ScanResult, run_scan

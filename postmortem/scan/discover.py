@@ -22,9 +22,9 @@ from typing import BinaryIO
 
 from postmortem.coredump.codec import CODEC_MAGIC_BYTES, sniff_codec
 from postmortem.coredump.decompress import read_decompressed_head
+from postmortem.dumpnames import named_like_a_dump
 from postmortem.elf import core_header_problem
 from postmortem.errors import CompressedDumpError
-from postmortem.scan.names import named_like_a_dump
 from postmortem.scan.remote import ObjectInfo, iter_remote_dumps
 from postmortem.urls import DumpUrl
 

@@ -18,8 +18,8 @@ from typing import Any
 from postmortem.coredump.codec import CODEC_MAGIC_BYTES, sniff_codec
 from postmortem.coredump.decompress import open_decompressed_stream
 from postmortem.coredump.remote import modified_time, version_tag
+from postmortem.dumpnames import named_like_a_dump
 from postmortem.elf import core_header_problem
-from postmortem.scan.names import named_like_a_dump
 from postmortem.urls import DumpUrl
 
 _HEAD_BYTES = 4096  # enough compressed bytes to decompress a dump's first 20

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from postmortem._version import __version__
 from postmortem.analysis.fleet.signature import SIGNATURE_VERSION
+from postmortem.dumpnames import parse_name
 from postmortem.errors import ScanCacheError, ToolNotFound
 from postmortem.scan.beside import with_neighbours
 from postmortem.scan.cache import FileState, ScanCache
@@ -26,7 +27,6 @@ from postmortem.scan.fleet import Gpu, join_xids, judge_fleet
 from postmortem.scan.group import CoarseGroup, Group, coarse_groups, group_rows
 from postmortem.scan.history import ScanHistory, apply_history
 from postmortem.scan.instruction import fill_instructions
-from postmortem.scan.names import parse_name
 from postmortem.scan.owners import OwnerRule, owners_of
 from postmortem.scan.row import DumpRow, RowStatus, error_row
 from postmortem.scan.sentry import SentrySink, SentryTarget

@@ -24,6 +24,7 @@ from postmortem.codemap import CodeMap
 from postmortem.coredump import open_coredump
 from postmortem.cubin.nvdisasm import DisassemblyStore
 from postmortem.demangle import demangle
+from postmortem.dumpnames import DEFAULT_PATTERNS, NameFacts, parse_name
 from postmortem.errors import NoGpuState, PostmortemError
 from postmortem.findings import Finding, FindingCode
 from postmortem.model import Device, Module, TimeSource
@@ -34,7 +35,6 @@ from postmortem.scan.build import build_key
 from postmortem.scan.fingerprint import fingerprint
 from postmortem.scan.instruction import InstructionMemo
 from postmortem.scan.lean import lean_analysis
-from postmortem.scan.names import DEFAULT_PATTERNS, NameFacts, parse_name
 from postmortem.scan.remote import object_info
 from postmortem.scan.row import DumpRow, RowStatus, Triage, error_row
 from postmortem.scan.triage import verdict_context

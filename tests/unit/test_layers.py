@@ -69,6 +69,7 @@ LAYER_OF: dict[str, str] = {
     "postmortem.urls": "base",
     "postmortem.safefile": "base",
     "postmortem.spelling": "base",
+    "postmortem.dumpnames": "base",
     # The native reader, the cubin inspector with its nvdisasm adapter, the cuda-gdb adapter:
     # three siblings that know nothing of each other.
     "postmortem.coredump": "coredump",

@@ -16,14 +16,13 @@ from postmortem.analysis.hang.hang import StuckGroup
 from postmortem.analysis.hang.motion import MAX_REGISTER_WARPS, Motion, compare_dumps
 from postmortem.analysis.hang.pairing import (
     DumpIdentity,
-    DumpName,
     order_pair,
     pair_by_process,
-    parse_dump_name,
     same_process,
     seconds_text,
 )
 from postmortem.coredump import open_coredump
+from postmortem.dumpnames import NameFacts, parse_name
 from postmortem.report.incident import build_incident_report
 from postmortem.report.render import render
 from tests.tinydump import (
@@ -59,7 +58,7 @@ def _hang(path, blocks, stamp=T0):
 
 
 def _identity(path, name=None, stamp=None, mtime=None, grids=GRID):
-    return DumpIdentity(path, name or parse_dump_name(path), stamp, mtime, grids)
+    return DumpIdentity(path, name or parse_name(path), stamp, mtime, grids)
 
 
 def _compare(tmp_path, before, after):
@@ -90,14 +89,14 @@ def _motions(comparison):
     ],
 )
 def test_a_driver_pattern_name_gives_host_pid_and_time(name, host, pid, time):
-    parsed = parse_dump_name(name)
+    parsed = parse_name(name)
     assert (parsed.host, parsed.pid, parsed.time) == (host, pid, time)
     assert parsed.pattern is not None
 
 
 @pytest.mark.parametrize("name", ["a.nvcudmp", "core.rank0.nvcudmp", "", "core_x.y.z.nvcudmp"])
 def test_a_name_no_pattern_matches_says_nothing(name):
-    assert parse_dump_name(name) == DumpName(None, None, None, None)
+    assert parse_name(name) == NameFacts(None, None, None, None)
 
 
 def test_same_host_and_pid_with_grids_in_common_is_one_process():

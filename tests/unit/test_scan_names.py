@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from postmortem.scan.names import NameFacts, compile_pattern, parse_name
+from postmortem.dumpnames import NameFacts, compile_pattern, parse_name
 from postmortem.scan.since import parse_since
 
 

@@ -16,68 +16,12 @@ names, else the files' modification times; the first source that tells them apar
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import lru_cache
-from pathlib import PurePath
 
+from postmortem.dumpnames import NameFacts, parse_name
 from postmortem.model import TimeSource
 from postmortem.summary import KernelLaunch
-
-NAME_PATTERNS = (
-    "core.cuda.%t.%p",
-    "core_%h.%p.%t.nvcudmp",
-    "core_%h.%p.%t",
-    "core_%t_%h_%p.nvcudmp",
-    "core.cuda.%h.%p",
-    "%h.%p.%t.nvcudmp",
-    "%h.%p.%t",
-    "%h_%p_%t",
-)
-"""Names the driver writes (``CUDA_COREDUMP_FILE`` as `postmortem capture` sets it, cuda-gdb's
-and the driver API's defaults, SGLang's crash folder), first match wins; a ``.gz`` suffix is
-ignored. The same patterns as `postmortem.scan.names`, which the analysis may not import."""
-_FIELDS = {"h": r"(?P<host>[^/]+?)", "p": r"(?P<pid>\d{1,10})", "t": r"(?P<time>\d{10})"}
-
-
-@dataclass(frozen=True, slots=True)
-class DumpName:
-    """What a dump's file name says about the process that wrote it."""
-
-    host: str | None
-    pid: int | None
-    time: int | None
-    """Unix seconds from ``%t``."""
-    pattern: str | None
-    """The pattern that matched; None when none did."""
-
-
-@lru_cache(maxsize=32)
-def _compiled(pattern: str) -> re.Pattern[str]:
-    parts = re.split(r"%([htp])", pattern)
-    out = [re.escape(parts[0])]
-    for spec, text in zip(parts[1::2], parts[2::2], strict=True):
-        out += [_FIELDS[spec], re.escape(text)]
-    return re.compile("".join(out))
-
-
-def parse_dump_name(path: str) -> DumpName:
-    """Host, pid and time from the file name of `path` (a path or URL), by `NAME_PATTERNS`."""
-    name = PurePath(path.rsplit("/", 1)[-1]).name.removesuffix(".gz")
-    for pattern in NAME_PATTERNS:
-        match = _compiled(pattern).fullmatch(name)
-        if match is None:
-            continue
-        fields = match.groupdict()
-        pid, time = fields.get("pid"), fields.get("time")
-        return DumpName(
-            fields.get("host"),
-            None if pid is None else int(pid),
-            None if time is None else int(time),
-            pattern,
-        )
-    return DumpName(None, None, None, None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,7 +29,7 @@ class DumpIdentity:
     """What tells one dump's process and time, without reading its warps."""
 
     path: str
-    name: DumpName
+    name: NameFacts
     timestamp: int | None
     """The metadata row's timestamp (Unix seconds); None before r565."""
     mtime: float | None
@@ -101,7 +45,7 @@ def dump_identity(
         (g.device_index, g.grid_id, g.function_entry, g.context_id)
         for g in (launch.grid for launch in launches)
     )
-    return DumpIdentity(path, parse_dump_name(path), timestamp or None, mtime, grids)
+    return DumpIdentity(path, parse_name(path), timestamp or None, mtime, grids)
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,7 +88,7 @@ def same_process(a: DumpIdentity, b: DumpIdentity) -> SameProcess:
     return SameProcess(True, na.host, na.pid, tuple(evidence), why)
 
 
-def _process(name: DumpName) -> str:
+def _process(name: NameFacts) -> str:
     host = f"host {name.host}, " if name.host is not None else ""
     return f"{host}pid {name.pid}"
 

@@ -1,11 +1,13 @@
-"""Host, process id and time from a dump's file name, when a `CUDA_COREDUMP_FILE` pattern made it.
+"""What a dump's file name says: host, process id and time, when a `CUDA_COREDUMP_FILE`
+pattern made it, and whether the name is meant for a dump at all.
 
 `CUDA_COREDUMP_FILE` may hold ``%h`` (host name), ``%p`` (process id) and ``%t`` (time of the
 dump, Unix seconds). Without it the driver picks the name; NVIDIA's manuals have given two
 defaults, ``core_%t_%h_%p.nvcudmp`` (cuda-gdb's) and ``core.cuda.%h.%p`` (the driver API's
-`CU_COREDUMP_FILE`), and both are recognised. The patterns tried, first match wins: the
-user's own (``--name-pattern``), then those defaults, then ``%h.%p.%t`` and ``%h_%p_%t``. A ``.gz``
-suffix is ignored. These are facets of a group, never part of a signature.
+`CU_COREDUMP_FILE`). The patterns tried, first match wins: the user's own
+(``--name-pattern``), then `DEFAULT_PATTERNS`, the more specific first. A ``.gz`` suffix is
+ignored. These are facets of a scan's group, never part of a signature, and tell whether two
+dumps are of one process (`postmortem.analysis.hang.pairing`).
 """
 
 from __future__ import annotations
@@ -16,12 +18,17 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 DEFAULT_PATTERNS = (
+    "core.cuda.%t.%p",
+    "core_%h.%p.%t.nvcudmp",
+    "core_%h.%p.%t",
     "core_%t_%h_%p.nvcudmp",
     "core.cuda.%h.%p",
-    "%h.%p.%t",
     "%h.%p.%t.nvcudmp",
+    "%h.%p.%t",
     "%h_%p_%t",
 )
+"""SGLang's crash folder (``core.cuda.%t.%p``), `postmortem capture`'s ``core_%h.%p.%t``,
+cuda-gdb's and the driver API's defaults, then two generic forms."""
 # %t must be a plausible Unix time: 2001-09-09 .. 2286-11-20 (ten digits)
 _FIELDS = {"h": r"(?P<host>[^/]+?)", "p": r"(?P<pid>\d{1,10})", "t": r"(?P<time>\d{10})"}
 
@@ -68,8 +75,9 @@ def compile_pattern(pattern: str) -> re.Pattern[str]:
 
 
 def parse_name(name: str, patterns: Sequence[str] = DEFAULT_PATTERNS) -> NameFacts:
-    """Host, pid and time from the file name `name`, by the first pattern that matches it."""
-    bare = name.removesuffix(".gz")
+    """Host, pid and time from the file name `name` (a folder or URL before it is ignored),
+    by the first pattern that matches it."""
+    bare = name.rsplit("/", 1)[-1].removesuffix(".gz")
     for pattern in patterns:
         match = compile_pattern(pattern).fullmatch(bare)
         if match is None:
