@@ -1,4 +1,5 @@
-"""`postmortem analyze CORE --host-log FILE` end to end, in a subprocess, as a user runs it.
+"""`postmortem analyze CORE --host-log FILE` end to end, as a user runs it (in this
+process: click's runner).
 
 The host logs here are made by the test from the fixture dump's own facts (its truth file:
 the kernel, the faulting lanes' threads and addresses, the GPU's PCI bus), in the formats of
@@ -9,24 +10,18 @@ nvdisasm is needed: the faulting lanes' addresses come from the decoded instruct
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
+import types
 
 import pytest
 
 from tests.conftest import DUMPS, truth_of
-from tests.tooling import require_tool
+from tests.tooling import invoke, require_tool
 
 DUMP = DUMPS / "oob_store.nvcudmp"
 
 
-def analyze(*args: object) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "postmortem", "analyze", *map(str, args)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+def analyze(*args: object) -> types.SimpleNamespace:
+    return invoke("analyze", *args)
 
 
 def host_log(address_shift: int = 0) -> str:
