@@ -9,20 +9,30 @@ import subprocess
 import sys
 import threading
 import time
+import types
 from pathlib import Path
 
 import pytest
 
 from postmortem.capture.trigger import TRIGGER_BYTES, find_pipe, pid_of_pipe, trigger
 from postmortem.errors import NotAFifo, PipeNotFound
+from tests.tooling import invoke
 
 
 def run(*args: object, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    """`postmortem trigger` in a subprocess, with a time limit (a FIFO may block)."""
     argv = [sys.executable, "-m", "postmortem", "trigger", *map(str, args)]
     return subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
 
 
-def one_line_error(result: subprocess.CompletedProcess[str], status: int) -> str:
+def run_here(*args: object) -> types.SimpleNamespace:
+    """`postmortem trigger` in this process, where no FIFO is opened."""
+    return invoke("trigger", *args)
+
+
+def one_line_error(
+    result: subprocess.CompletedProcess[str] | types.SimpleNamespace, status: int
+) -> str:
     assert result.returncode == status, (result.stdout, result.stderr)
     assert "Traceback" not in result.stderr
     (line,) = result.stderr.splitlines()
@@ -33,9 +43,9 @@ def one_line_error(result: subprocess.CompletedProcess[str], status: int) -> str
 def test_a_path_that_is_not_a_fifo_is_refused_with_exit_2(tmp_path):
     regular = tmp_path / "corepipe.h.1"
     regular.write_text("")
-    line = one_line_error(run(regular), 2)
+    line = one_line_error(run_here(regular), 2)
     assert "not a coredump pipe (a FIFO): it is a regular file" in line
-    assert "a folder" in one_line_error(run(tmp_path), 2)
+    assert "a folder" in one_line_error(run_here(tmp_path), 2)
 
 
 def test_a_fifo_with_no_reader_times_out_quickly_with_one_line(tmp_path):
@@ -52,8 +62,8 @@ def test_a_fifo_with_no_reader_times_out_quickly_with_one_line(tmp_path):
 
 
 def test_neither_or_both_of_pipe_and_pid_is_a_one_line_error(tmp_path):
-    assert "--pid" in one_line_error(run(), 2)
-    assert "--pid" in one_line_error(run(tmp_path / "p", "--pid", "1"), 2)
+    assert "--pid" in one_line_error(run_here(), 2)
+    assert "--pid" in one_line_error(run_here(tmp_path / "p", "--pid", "1"), 2)
 
 
 def test_the_trigger_is_a_mebibyte_of_zeros_taken_by_the_reader(tmp_path):
