@@ -187,6 +187,9 @@ def test_debug_warns_when_this_cuda_gdb_cannot_read_the_dump_and_opens_it_anyway
 
 def test_debug_without_cuda_gdb_is_one_line_and_exit_3(tmp_path):
     core, _ = dump("oob_store")
-    result = invoke("debug", core, "--cuda-gdb", tmp_path / "no-cuda-gdb")
+    # (debug's run through `python -m postmortem` wherever cuda-gdb is missing too)
+    argv = [sys.executable, "-m", "postmortem", "debug", str(core), "--cuda-gdb",
+            str(tmp_path / "no-cuda-gdb")]  # fmt: skip
+    result = subprocess.run(argv, capture_output=True, text=True, timeout=60)
     assert result.returncode == 3
     assert len(result.stderr.splitlines()) == 1 and result.stderr.startswith("error: ")
