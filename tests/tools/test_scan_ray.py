@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import dump_paths
-from tests.tooling import require_module, require_tool
+from tests.tooling import invoke, require_module, require_tool
 from tests.tools.test_scan_dask import OOB, _lines, _rows, _untimed, _without, corpus  # noqa: F401
 
 
@@ -150,9 +150,9 @@ def test_without_an_address_a_scan_starts_a_ray_of_its_own(tmp_path):
 
 
 def test_an_address_is_for_engine_ray_and_a_scheduler_for_engine_dask(tmp_path):
-    result = scan(tmp_path, "--address", "127.0.0.1:6379")
+    result = invoke("scan", tmp_path, "--address", "127.0.0.1:6379")
     assert result.returncode == 2 and "--address: is for --engine ray" in result.stderr
-    result = scan(tmp_path, "--engine", "ray", "--scheduler", "tcp://127.0.0.1:8786")
+    result = invoke("scan", tmp_path, "--engine", "ray", "--scheduler", "tcp://127.0.0.1:8786")
     assert result.returncode == 2 and "is for --engine dask" in result.stderr
 
 
