@@ -16,6 +16,10 @@ from tests.conftest import dump_paths
 from tests.tooling import invoke, require_module, require_tool
 from tests.tools.test_scan_dask import OOB, _lines, _rows, _untimed, _without, corpus  # noqa: F401
 
+# A Ray of its own per module and per scan client (about 45 s in all on two cores): the slow
+# tier, which CI runs; Dask, the other engine, stays in the default run.
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture(scope="module")
 def ray_address():
