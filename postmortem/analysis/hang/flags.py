@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
+from weakref import WeakKeyDictionary
 
 from postmortem.analysis.state import WarpPcs
 from postmortem.coredump.reader import Coredump
@@ -43,16 +45,22 @@ class PolledFlag:
     """How the address is made (`R7:R6`), or why it is unknown."""
 
 
+# Each open dump's warps by device, then by (SM, warp id): indexed on the first lookup, so a
+# hang with thousands of polling lanes or stuck groups reads the warp table once, not once
+# per lookup. Weak: the index goes with the dump.
+_WARPS: WeakKeyDictionary[Coredump, dict[int, dict[tuple[int | None, int | None], Warp]]] = (
+    WeakKeyDictionary()
+)
+
+
 def find_warp(core: Coredump, device: int, sm_id: int | None, warp_id: int | None) -> Warp | None:
     """The warp row of a (device, SM, warp id), or None."""
-    for sm in core.sms(core.device(device)):
-        if sm.sm_id != sm_id:
-            continue
-        for cta in core.ctas(sm):
-            found = next((w for w in core.warps(cta) if w.warp_id == warp_id), None)
-            if found is not None:
-                return found
-    return None
+    by_device = _WARPS.setdefault(core, {})
+    index = by_device.get(device)
+    if index is None:
+        index = {(w.sm_id, w.warp_id): w for w in core.iter_warps(core.device(device))}
+        by_device[device] = index
+    return index.get((sm_id, warp_id))
 
 
 def lanes_at(core: Coredump, warp: Warp, pc: int) -> tuple[Lane, ...]:
@@ -151,7 +159,7 @@ def _polled(
     registers: tuple[int, ...] | None,
     uniforms: tuple[int, ...] | None,
 ) -> PolledFlag:
-    access = decode_access(load)
+    access = _access(load)
     address, formula = None, "the load's operand is not understood"
     if access is not None:
         result = effective_address(access, _reader(registers, "R"), _reader(uniforms, "UR"))
@@ -159,6 +167,10 @@ def _polled(
         if result.missing:
             formula += f"; not in the dump: {', '.join(result.missing)}"
     return PolledFlag(lane.block_idx, lane.warp_id, lane.lane, lane.thread_idx, address, formula)
+
+
+# Decoded once per instruction, not once per lane: a full H100 of polling lanes is 135,000.
+_access = lru_cache(maxsize=256)(decode_access)
 
 
 def _reader(values: tuple[int, ...] | None, prefix: str):  # type: ignore[no-untyped-def]
