@@ -20,7 +20,7 @@ scanbench: ## scan of 1,000 generated dumps: -j1 vs -j2, cold vs warm cache, wit
 	.venv/bin/python bench/bench_scan.py
 golden: ## regenerate the golden reports in tests/golden (review the diff)
 	.venv/bin/python -m tests.golden
-bench: scanbench ## reader on a 4 GiB, 100,000-lane dump vs a small one; one kernel vs a whole 500-kernel cubin; forensics of 32,000 faulting lanes
+bench: scanbench ## reader on a 4 GiB, 100,000-lane dump vs a small one; one kernel vs a whole 500-kernel cubin; forensics of 32,000 faulting lanes; hangs of a whole H100
 	.venv/bin/python bench/bench_open.py && .venv/bin/python bench/bench_localize.py && .venv/bin/python bench/bench_gdb.py && .venv/bin/python bench/bench_forensics.py && .venv/bin/python bench/bench_hang.py
 fuzz: ## fuzz reader, analysis and reports with 100,000 structure-aware mutants of the fixture dumps (N=, SEED=, JOBS=), then the host-log parsers and the settings with 100,000 more; exit 1 on a crash, slow or memory outcome
 	.venv/bin/python -m tests.fuzz.campaign -n $(or $(N),100000) --seed $(or $(SEED),1) $(if $(JOBS),-j $(JOBS))
