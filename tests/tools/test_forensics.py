@@ -26,15 +26,7 @@ from postmortem.codemap import CodeMap, find_faults
 from postmortem.cubin.operands import decode_access
 from postmortem.cubin.sass import parse_sass
 from tests.conftest import dump_paths, truth_of
-from tests.tooling import DUMPS, require_tool
-
-
-@pytest.fixture
-def corpus() -> Path:
-    """The committed dumps only: relocation is not this file's subject, and
-    tests/tools/test_disasm_fallback.py holds the other convention's dumps to the same sites,
-    forensics and hang flags."""
-    return DUMPS
+from tests.tooling import require_tool
 
 
 def _addressed(path: Path) -> bool:

@@ -24,15 +24,6 @@ from tests.tooling import DUMPS, require_tool
 sys.path.insert(0, str(FIXTURES / "builder"))
 import markers  # noqa: E402
 
-
-@pytest.fixture
-def corpus() -> Path:
-    """The committed dumps only: relocation is not this file's subject, and
-    tests/tools/test_disasm_fallback.py holds the other convention's dumps to the same sites,
-    forensics and hang flags."""
-    return DUMPS
-
-
 SOURCE = FIXTURES / "cu" / "divergent_barrier.cu"
 SOURCES = {
     "_Z24divergent_barrier_kernelPViPf": SOURCE,

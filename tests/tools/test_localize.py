@@ -19,16 +19,7 @@ from postmortem import open_coredump
 from postmortem.analysis.fault.fault import LocalizeOptions, localize
 from postmortem.analysis.fault.source import PathMap
 from tests.conftest import FIXTURES, dump_paths, truth_of
-from tests.tooling import DUMPS, require_tool
-
-
-@pytest.fixture
-def corpus() -> Path:
-    """The committed dumps only: relocation is not this file's subject, and
-    tests/tools/test_disasm_fallback.py holds the other convention's dumps to the same sites,
-    forensics and hang flags."""
-    return DUMPS
-
+from tests.tooling import require_tool
 
 # Dumps with a planted site (a dump around a corpus cubin has a fault at a chosen PC, but no
 # marker-checked instruction to compare with).
