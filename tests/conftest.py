@@ -59,9 +59,13 @@ def alloc_dumps(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return build_corpus(tmp_path_factory.mktemp("dumps-alloc"), "alloc")
 
 
-@pytest.fixture(params=CONVENTIONS)
+@pytest.fixture(
+    params=[c if c == "code" else pytest.param(c, marks=pytest.mark.slow) for c in CONVENTIONS]
+)
 def corpus(request: pytest.FixtureRequest) -> Path:
-    """The directory of the fixture dumps under each relocation convention in turn."""
+    """The directory of the fixture dumps under each relocation convention in turn: the
+    committed ("code") dumps in the default run, the others in the slow tier, which CI runs
+    (tests/tools/test_disasm_fallback.py compares the two conventions in the default run)."""
     if request.param == "code":
         return DUMPS
     return request.getfixturevalue("alloc_dumps")  # type: ignore[no-any-return]
