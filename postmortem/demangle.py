@@ -213,6 +213,7 @@ ELLIPSIS = "…"
 """What `collapse_templates` shows in place of a template argument list."""
 
 
+@lru_cache(maxsize=4096)
 def without_parameters(demangled: str) -> str:
     """`void ns::k<int>(float*, int)` → `ns::k<int>`: the name as a backtrace shows it.
 
@@ -223,6 +224,7 @@ def without_parameters(demangled: str) -> str:
     return JOIN.join(_drop_parameters(part.removeprefix("void ")) for part in demangled.split(JOIN))
 
 
+@lru_cache(maxsize=4096)
 def collapse_templates(name: str) -> str:
     """`name` with each outermost template argument list shown as `<…>`.
 
@@ -270,6 +272,9 @@ HEADING_FULL_NAME = 100
 apart, and only production templates run to thousands of characters."""
 
 
+# The shorter forms are remembered: a report of a CUTLASS or FlashAttention kernel asks for
+# them of one 5,000-character name once per fault site and table row (5 ms a time, uncached).
+@lru_cache(maxsize=1024)
 def heading_name(name: str) -> str:
     """The name headings, tables and one-line summaries show: the demangled name when it is
     short (`HEADING_FULL_NAME`), else `short_name` of it without return type and parameters

@@ -275,9 +275,10 @@ def _assert_call(
 def _without_padding(
     window: tuple[SassInstruction, ...], listing: SassListing
 ) -> tuple[SassInstruction, ...]:
-    # The NOPs after a function's last real instruction only pad it to its alignment.
-    real = [i.offset for i in listing.instructions if i.base_opcode != "NOP"]
-    return tuple(i for i in window if not real or i.offset <= real[-1])
+    # The NOPs after a function's last real instruction only pad it to its alignment. Read
+    # from the end: a fault site of a big kernel asks this of the whole listing.
+    last = next((i.offset for i in reversed(listing.instructions) if i.base_opcode != "NOP"), None)
+    return tuple(i for i in window if last is None or i.offset <= last)
 
 
 def _precision(
