@@ -202,12 +202,9 @@ def _ran(analysis: Analysis) -> set[str]:
 
 def _location_brief(site: FaultSite) -> str | None:
     """`location` with the bounded heading name: a CUTLASS kernel's is thousands long."""
-    function = site.innermost
-    # Frame 0's offset is from the start of the function holding the PC (a clone's own).
-    frames = site.calls.frames if site.calls else ()
-    offset = frames[0].offset if frames else site.offset
-    if function is None or offset is None:
+    if site.innermost is None:
         return None
+    function, offset = site.innermost
     return f"{brief_name(function.demangled)}+0x{offset:x}"
 
 

@@ -85,22 +85,23 @@ class FaultSite:
         return None if self.module is None else self.module.module_handle
 
     @property
-    def innermost(self) -> Function | None:
-        """The function holding the PC: a called function's clone, or the kernel."""
+    def innermost(self) -> tuple[Function, int] | None:
+        """The function holding the PC (a called function's clone, or the kernel) and the
+        PC's offset in it; None when neither is known."""
         frames = self.calls.frames if self.calls else ()
-        return frames[0].function if frames and frames[0].function else self.function
+        if frames and frames[0].function is not None and frames[0].offset is not None:
+            return frames[0].function, frames[0].offset
+        if self.function is not None and self.offset is not None:
+            return self.function, self.offset
+        return None
 
     @property
     def location(self) -> str | None:
         """``kernel+0xd0``: the function holding the PC (parameters dropped) and the PC's
         offset in it; a called function's own offset, not the kernel's."""
-        frames = self.calls.frames if self.calls else ()
-        if frames and frames[0].function is not None and frames[0].offset is not None:
-            function, offset = frames[0].function, frames[0].offset
-        elif self.function is not None and self.offset is not None:
-            function, offset = self.function, self.offset
-        else:
+        if self.innermost is None:
             return None
+        function, offset = self.innermost
         return f"{without_parameters(function.demangled)}+0x{offset:x}"
 
 
