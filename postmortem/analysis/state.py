@@ -252,6 +252,11 @@ def kernel_of(
     return code[1].name if code else None
 
 
+FAULT_PC_STEPS = (0, INSTRUCTION_BYTES)
+"""How far past the error PC a faulting lane's PC may be while nothing has run since: the
+driver reports a memory fault after the warp issued the instruction."""
+
+
 def still_at_fault(lane: Lane, error_pc: int | None) -> bool:
     """The lane is where the fault left it, so its registers and call stack are the fault's.
 
@@ -262,4 +267,4 @@ def still_at_fault(lane: Lane, error_pc: int | None) -> bool:
     """
     if error_pc is None or lane.virtual_pc is None:
         return True
-    return lane.virtual_pc in (error_pc, error_pc + INSTRUCTION_BYTES)
+    return lane.virtual_pc - error_pc in FAULT_PC_STEPS

@@ -102,6 +102,10 @@ class SassListing:
             return self.instructions[index]
         return None
 
+    def before(self, offset: int) -> SassInstruction | None:
+        """The instruction that ends where the one at `offset` starts, or None."""
+        return self.at(offset - INSTRUCTION_BYTES)
+
     def rebased(self, base: int) -> SassListing:
         """The listing with `base` subtracted from every offset.
 

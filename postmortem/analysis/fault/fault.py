@@ -20,11 +20,12 @@ from postmortem.analysis.fault.inline import FrameName, NamedChain, line_table_c
 from postmortem.analysis.fault.opclass import MEMORY_EXCEPTIONS, is_memory_access
 from postmortem.analysis.fault.source import FunctionAt, PathMap, QuotedLine, function_finder
 from postmortem.analysis.forensics.forensics import Forensics, examine
+from postmortem.analysis.state import FAULT_PC_STEPS
 from postmortem.codemap import CodeMap, find_faults
 from postmortem.coredump import Coredump
 from postmortem.cubin.inspect import Function
 from postmortem.cubin.nvdisasm import Disassembly, DisassemblyStore
-from postmortem.cubin.sass import INSTRUCTION_BYTES, SassInstruction, SassListing, SourceFrame
+from postmortem.cubin.sass import SassInstruction, SassListing, SourceFrame
 from postmortem.demangle import heading_name, without_parameters
 from postmortem.findings import Finding
 from postmortem.model import Fault, FaultSource, Module, describe_exception
@@ -153,9 +154,8 @@ def _localize_site(
     inner = summary.find_function(pc) if summary else None
     notes: list[Finding] = []
     lane_offsets = {f.function_offset for f in faults if f.function_offset is not None}
-    # A lane one instruction past the error PC is where the driver leaves a faulting warp
-    # (calls.still_at_fault): not a mismatch.
-    odd = lane_offsets - {location.offset, location.offset + INSTRUCTION_BYTES}
+    # A lane where the driver leaves a faulting warp (state.still_at_fault) is no mismatch.
+    odd = lane_offsets - {location.offset + step for step in FAULT_PC_STEPS}
     if odd:
         notes.append(dx.lane_offset_mismatch(min(odd), location.offset))
     has_lines = summary.has_line_info if summary else None
@@ -269,7 +269,7 @@ def _assert_call(
         return None
     if at is not None and at.base_opcode == "CALL":
         return None
-    before = listing.at(site.offset - INSTRUCTION_BYTES)
+    before = listing.before(site.offset)
     return before if before is not None and before.base_opcode == "CALL" else None
 
 

@@ -12,7 +12,7 @@ import re
 from collections.abc import Sequence
 
 from postmortem.analysis.state import WarpPcs
-from postmortem.cubin.sass import INSTRUCTION_BYTES, SassInstruction, SassListing
+from postmortem.cubin.sass import SassInstruction, SassListing
 
 _LOOP_SPAN = 32  # instructions: longer loops are not "spinning in place"
 _LABEL = re.compile(r"`\((?P<label>[^)]+)\)")
@@ -68,7 +68,7 @@ def deferred_barrier(listing: SassListing, offset: int) -> SassInstruction | Non
     here = listing.at(offset)
     if here is not None and barrier_kind(here) is not None:
         return None
-    before = listing.at(offset - INSTRUCTION_BYTES)
+    before = listing.before(offset)
     if before is None or before.base_opcode != "BAR":
         return None
     modifiers = before.modifiers
