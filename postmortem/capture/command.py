@@ -120,6 +120,8 @@ def capture_command(
         OutputUnwritable: the dump folder cannot be made or written.
         CommandNotStarted: the command cannot be run.
     """
+    from postmortem.analysis.analyze import AnalysisMode
+
     if not argv:
         raise BadOption("COMMAND", "missing: give the command to run after --")
     folder = settings.dump_dir.absolute()
@@ -146,8 +148,6 @@ def capture_command(
         )
     logs = (child.log, *_kernel_api_logs(plan, folder, child.started))
     pattern = plan.value("CUDA_COREDUMP_FILE") or DUMP_NAME
-    from postmortem.analysis.analyze import AnalysisMode
-
     modes = {
         dump: AnalysisMode.HANG if dump_pid(dump, pattern) in hang_pids else report.options.mode
         for dump in dumps
@@ -193,6 +193,8 @@ def trigger_dump(request: TriggerRequest, report: ReportSettings) -> Path:
             watched process ended before the watch fired.
         PostmortemError: the dump cannot be analyzed, or its report written.
     """
+    from postmortem.analysis.analyze import AnalysisMode
+
     pipe, pid = request.pipe, request.pid
     if (pipe is None) == (pid is None):
         raise BadOption("PIPE", "give the pipe, or --pid PID, not both")
@@ -214,8 +216,6 @@ def trigger_dump(request: TriggerRequest, report: ReportSettings) -> Path:
         return dump
     host_log = request.dump_dir.absolute() / f"host.{pid}.log"
     logs = (host_log,) if pid is not None and host_log.is_file() else ()
-    from postmortem.analysis.analyze import AnalysisMode
-
     return _report(dump, report, logs, AnalysisMode.HANG)[0]
 
 

@@ -59,14 +59,12 @@ def examine(
     notes = _chosen_lanes(faults)
     lanes, lane_set, moved = lane_addresses(core, access, faults)
     moved_on = _moved_on(moved, faults, instruction)
-    if not lanes and not moved and any(f.warp_record is not None for f in faults):
+    if not lanes and not moved:  # lanes that moved on are said by `moved_on`
         notes.append(
             "no active lane of the faulting warp is at the error PC: the exception is "
             "imprecise (the lanes moved on), so their registers no longer hold the address"
-        )
-    elif not lanes and not moved:
-        notes.append(
-            "no lane registers: the faulting warp is not in the dump (an SM-level fault "
+            if any(f.warp_record is not None for f in faults)
+            else "no lane registers: the faulting warp is not in the dump (an SM-level fault "
             "whose warp has exited)"
         )
     missing = sorted({name for lane in lanes for name in lane.missing})
