@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
+import os
+import pickle
 import subprocess
 import sys
 from pathlib import Path
@@ -11,7 +14,8 @@ from typing import Any
 
 import pytest
 
-from postmortem.errors import ToolFailed
+from postmortem.errors import ToolFailed, ToolNotFound
+from postmortem.tools import find_tool
 from tests.tooling import DUMPS
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -81,40 +85,76 @@ def reading(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> 
 
 
 @pytest.fixture(scope="session", autouse=True)
-def one_nvdisasm_run_per_function() -> Any:
+def one_nvdisasm_run_per_function(tmp_path_factory: pytest.TempPathFactory) -> Any:
     """The analysis's nvdisasm runs remembered for the whole session: each (cubin, function,
     nvdisasm) is disassembled by the real tool once, the first time a test asks, and later
-    tests get that run's result; a refusal is remembered like a listing. The adapter itself
-    (`postmortem.cubin.nvdisasm.disassemble`, which tests/tools/test_nvdisasm_run.py calls
-    directly) is untouched, and a test that counts runs names its own nvdisasm (its own key).
+    tests get that run's result; a refusal is remembered like a listing. What a run gave is
+    kept in memory and in a folder the session's processes share (the xdist workers, and
+    the scan workers they fork), so one process's run serves them all.
+
+    Only the nvdisasm found on the PATH is remembered: a test that names a tool of its own (a
+    wrapper that counts, refuses or stalls) runs it every time. The adapter itself
+    (`postmortem.cubin.nvdisasm.disassemble`, which tests/tools/test_nvdisasm_run.py and the
+    store tests call directly) is untouched.
     """
     from postmortem.analysis.fault import disassembly
 
     real = disassembly.disassemble
-    memo: dict[tuple[bytes, int | None, str, float], Any] = {}
+    folder = _session_folder(tmp_path_factory) / "nvdisasm-runs"
+    folder.mkdir(exist_ok=True)
+    memo: dict[str, Any] = {}
+    try:
+        found_on_path = find_tool("nvdisasm")
+    except ToolNotFound:
+        found_on_path = None
 
     def remembered(cubin: bytes, symbol_index: int | None, **options: Any) -> Any:
-        if options.get("store") is not None:  # a test of the store itself
-            return real(cubin, symbol_index, **options)
-        key = (
-            hashlib.blake2b(cubin, digest_size=16).digest(),
-            symbol_index,
-            str(options.get("nvdisasm")),
-            float(options.get("timeout", 0.0)),
-        )
-        if key not in memo:
+        named = options.get("nvdisasm")
+        if named is not None and Path(named) != found_on_path:
+            return real(cubin, symbol_index, **options)  # a test's own nvdisasm runs always
+        digest = hashlib.blake2b(cubin, digest_size=16)
+        digest.update(repr((symbol_index, str(options.get("nvdisasm")),
+                            float(options.get("timeout", 0.0)))).encode())  # fmt: skip
+        key = digest.hexdigest()
+        found = memo.get(key) or _read_run(folder / key)
+        if found is None:
             try:
-                memo[key] = real(cubin, symbol_index, **options)
+                found = ("ran", real(cubin, symbol_index, **options))
             except ToolFailed as error:
                 if error.returncode is None or error.returncode < 0:
                     raise  # a timeout or a kill says nothing about the next run
-                memo[key] = error
-        found = memo[key]
-        if isinstance(found, ToolFailed):
-            raise found
-        return found
+                found = ("refused", error)
+            _write_run(folder / key, found)
+        memo[key] = found
+        if found[0] == "refused":
+            raise found[1]
+        return found[1]
 
     patch = pytest.MonkeyPatch()
     patch.setattr(disassembly, "disassemble", remembered)
     yield
     patch.undo()
+
+
+def _session_folder(factory: pytest.TempPathFactory) -> Path:
+    """A folder of this session's, shared by its xdist workers: their base temporary folders
+    sit side by side in the session's own."""
+    base = factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
+def _read_run(path: Path) -> tuple[str, Any] | None:
+    try:
+        kind, value = pickle.loads(path.read_bytes())
+    except (OSError, EOFError, pickle.UnpicklingError):
+        return None
+    # An error's dataclass fields, not the error: exceptions pickle by their args.
+    return (kind, ToolFailed(**value)) if kind == "refused" else (kind, value)
+
+
+def _write_run(path: Path, found: tuple[str, Any]) -> None:
+    kind, value = found
+    record = (kind, dataclasses.asdict(value) if kind == "refused" else value)
+    partial = path.with_name(f".{path.name}.{os.getpid()}")
+    partial.write_bytes(pickle.dumps(record))
+    partial.replace(path)

@@ -114,8 +114,9 @@ def hang(args: argparse.Namespace) -> None:
     pipe = Path(expand(os.environ.get("CUDA_COREDUMP_PIPE") or "corepipe.cuda.%h.%p"))
     os.mkfifo(pipe)
     ready(args)
+    trigger = threading.Thread(target=self_trigger, args=(pipe,), daemon=True)
     if args.self_trigger:
-        threading.Thread(target=self_trigger, args=(pipe,), daemon=True).start()
+        trigger.start()
     try:
         with open(pipe, "rb") as reader:  # blocks until a writer opens it
             taken = 0
@@ -125,6 +126,7 @@ def hang(args: argparse.Namespace) -> None:
     finally:
         pipe.unlink()
     if args.self_trigger:
+        trigger.join()  # its log line is out before the process ends (a loaded machine)
         sys.exit(args.exit)
     wait()
 

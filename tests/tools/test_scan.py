@@ -282,13 +282,15 @@ def test_ctrl_c_writes_partial_results_and_exits_130(tmp_path):
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     # WHEN Ctrl-C arrives once a few dumps are done
-    deadline = time.monotonic() + 120
-    while len(list(reports.glob("*.md"))) < 3 and time.monotonic() < deadline:
+    started = time.monotonic()
+    while len(list(reports.glob("*.md"))) < 3 and time.monotonic() < started + 120:
         time.sleep(0.05)
+    seen = f"signalled after {time.monotonic() - started:.1f} s, "
+    seen += f"{len(list(reports.glob('*.md')))} reports, scan running: {proc.poll() is None}"
     proc.send_signal(signal.SIGINT)
     _, stderr = proc.communicate(timeout=60)
     # THEN the partial results are written and the exit status is 130
-    assert proc.returncode == 130, stderr
+    assert proc.returncode == 130, f"{seen}; {stderr}"
     assert "interrupted" in stderr
     summary = _lines(tmp_path / "scan.jsonl")[0]
     assert summary["interrupted"] and 3 <= summary["dumps"] < 1000
