@@ -3,7 +3,9 @@
 set -eu
 cd "$(dirname "$0")/.."
 # PYTHON and POSTMORTEM_VENV, when set, pick the interpreter and the venv (see dev/setup.sh).
-# The tests run on every core (-n auto); arguments after it win (-n 0: one process; -m slow:
-# the slow tier, which the default run leaves out).
+# The tests run in one process per core and one more, as a part of the suite waits on the
+# programs and timers it starts; arguments after it win (-n 0: one process; -m slow: the slow
+# tier, which the default run leaves out).
 sh dev/setup.sh test
-exec "${POSTMORTEM_VENV:-.venv}/bin/python" -m pytest -n auto --dist worksteal "$@"
+workers=$(($(getconf _NPROCESSORS_ONLN 2>/dev/null || echo 1) + 1))
+exec "${POSTMORTEM_VENV:-.venv}/bin/python" -m pytest -n "$workers" --dist worksteal "$@"

@@ -1,5 +1,6 @@
 """Dumps in an object store: the commands read them by URL from a real S3-compatible server
-(moto's, started here on the loopback address, as s3fs's own tests do), by ranges."""
+(moto's, started here on the loopback address, as s3fs's own tests do), by ranges. The two
+tests that start a Dask cluster are in the slow tier."""
 
 from __future__ import annotations
 
@@ -270,6 +271,7 @@ def test_scan_of_a_missing_bucket_is_an_error_row(store, tmp_path) -> None:
     assert dumps[0]["path"] == "s3://no-such-bucket/x"
 
 
+@pytest.mark.slow
 def test_a_dask_scan_of_a_prefix_reads_the_store_on_the_workers(store, tmp_path) -> None:
     # GIVEN a Dask cluster whose workers know nothing of the store's endpoint
     endpoint, _ = store
@@ -339,6 +341,7 @@ def test_an_empty_object_named_like_a_dump_is_a_row(store, tmp_path) -> None:
     assert row["status"] == "error" and "empty" in row["error"]
 
 
+@pytest.mark.slow
 def test_dask_workers_without_the_store_s_credentials_are_named_as_the_cause(store, tmp_path):
     # GIVEN a Dask cluster whose workers were started without the store's credentials
     endpoint, _ = store

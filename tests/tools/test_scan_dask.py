@@ -1,5 +1,7 @@
 """`postmortem scan --engine dask` on a real Dask cluster (a LocalCluster of two worker
-processes on the loopback, started by the test): the same rows and outputs as a local scan."""
+processes on the loopback, started by the test): the same rows and outputs as a local scan.
+The tests that start a cluster are in the slow tier, as Ray's are; those of the errors that
+need none run by default."""
 
 from __future__ import annotations
 
@@ -105,6 +107,7 @@ def _run_both(
     return outs
 
 
+@pytest.mark.slow
 def test_a_dask_scan_gives_the_rows_and_outputs_of_a_local_scan(cluster, corpus, tmp_path):
     require_tool("nvdisasm")
     # GIVEN the fixture corpus with broken dumps, scanned by each engine (relative paths,
@@ -133,6 +136,7 @@ def _untimed(text: str) -> str:
     return re.sub(r"\b\d+\.\d+ s\b", "N s", text)
 
 
+@pytest.mark.slow
 def test_dask_scan_uses_and_fills_the_cache_like_a_local_scan(cluster, tmp_path):
     require_tool("nvdisasm")
     root = tmp_path / "dumps"
@@ -150,6 +154,7 @@ def test_dask_scan_uses_and_fills_the_cache_like_a_local_scan(cluster, tmp_path)
     assert _lines(out)[0]["cache_hits"] == 2
 
 
+@pytest.mark.slow
 def test_dumps_over_the_time_limit_are_timeout_rows_on_both_engines(cluster, tmp_path):
     # GIVEN dumps whose analysis waits on an "nvdisasm" that takes 5 s (a stand-in that
     # sleeps: no worker has its disassembly from an earlier scan)
@@ -180,6 +185,7 @@ def _killing_tool(folder: Path) -> Path:
     return tool
 
 
+@pytest.mark.slow
 def test_a_dump_whose_worker_dies_is_a_crashed_row_on_both_engines(tmp_path):
     # GIVEN a cluster that gives up on a task at the first death of its worker (Dask's
     # default is the fourth), and an "nvdisasm" that kills whoever runs it (both scans in a
@@ -204,6 +210,7 @@ def test_a_dump_whose_worker_dies_is_a_crashed_row_on_both_engines(tmp_path):
         assert all(row["error"].startswith("worker process died") for row in rows.values())
 
 
+@pytest.mark.slow
 def test_a_worker_lost_mid_scan_loses_no_dump_and_counts_none_twice(cluster, tmp_path):
     require_tool("nvdisasm")
     from distributed import Client
