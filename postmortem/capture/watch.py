@@ -308,8 +308,9 @@ class LogFollower:
             self._pending, self._skipping = b"", False
             self._open(at_end=False)
             self._read(lines, budget)
-        elif now_at is not None and now_at[1] < self._offset and self._fd is not None:
-            # Truncated in place: what is there now was written since.
+        elif self._fd is not None and _size(self._fd) < self._offset:
+            # Truncated in place: what is there now was written since. (The size is taken
+            # after the read: a line written after the look at the name is no truncation.)
             with contextlib.suppress(OSError):
                 os.lseek(self._fd, 0, os.SEEK_SET)
             self._offset, self._pending, self._skipping = 0, b"", False
@@ -379,6 +380,13 @@ def _ident(path: Path) -> tuple[tuple[int, int], int] | None:
     if not stat.S_ISREG(info.st_mode):
         return None
     return (info.st_dev, info.st_ino), info.st_size
+
+
+def _size(fd: int) -> int:
+    try:
+        return os.fstat(fd).st_size
+    except OSError:
+        return 0
 
 
 def _check_regular(path: Path) -> None:

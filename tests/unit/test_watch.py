@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+import postmortem.capture.watch as watch_module
 from postmortem.capture.dumps import (
     crash_folder_dumps,
     dump_pid,
@@ -75,6 +76,27 @@ def test_a_log_truncated_in_place_is_read_again_from_its_start(tmp_path):
     follower = LogFollower(log)
     log.write_bytes(b"after truncation\n")
     assert follower.poll() == [b"after truncation"]
+
+
+def test_a_line_written_while_the_log_is_polled_is_not_taken_for_a_truncation(
+    tmp_path, monkeypatch
+):
+    # GIVEN a followed log, and a writer that appends just after the follower looks at the name
+    log = tmp_path / "train.log"
+    log.write_bytes(b"an old line\n")
+    follower = LogFollower(log)
+    looked = watch_module._ident
+
+    def look_then_write(path: Path) -> object:
+        seen = looked(path)
+        append(log, b"new line\n")
+        return seen
+
+    monkeypatch.setattr(watch_module, "_ident", look_then_write)
+    # WHEN it polls, THEN it gives the new line once, and never the old one again
+    assert follower.poll() == [b"new line"]
+    monkeypatch.setattr(watch_module, "_ident", looked)
+    assert follower.poll() == []
 
 
 def test_a_log_that_appears_later_is_read_from_its_start(tmp_path):
