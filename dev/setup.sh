@@ -28,10 +28,13 @@ if [ ! -x "$VENV/bin/python" ]; then
     fi
 fi
 LOG="$VENV/setup.log"
+# pip compiles every module it installs, one file at a time. The test venv's packages are
+# mostly never imported by the tests, and dev/test.sh keeps the bytecode of those that are.
+COMPILE=""
+[ "${1:-}" = test ] && COMPILE=--no-compile
 pip_install() {
-    # pip's build chatter goes to a log, shown only when something fails. pip compiles the
-    # bytecode of what it installs one file at a time: compile_venv does it on every core.
-    if ! "$VENV/bin/python" -m pip install -q --no-compile "$@" >"$LOG" 2>&1; then
+    # pip's build chatter goes to a log, shown only when something fails.
+    if ! "$VENV/bin/python" -m pip install -q $COMPILE "$@" >"$LOG" 2>&1; then
         tail -n 30 "$LOG" >&2
         echo "error: pip install $* failed (full log: $LOG)" >&2
         exit 1
@@ -67,7 +70,3 @@ if [ "${1:-}" = test ]; then
 else
     pip_install -e ".[tools]"
 fi
-# The installed packages' bytecode, on every core. A file some package ships for another
-# Python fails to compile, as it would under pip, and is left as it is.
-site=$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_path("purelib"))')
-"$VENV/bin/python" -m compileall -q -j 0 "$site" >/dev/null 2>&1 || true

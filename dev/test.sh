@@ -7,5 +7,8 @@ cd "$(dirname "$0")/.."
 # programs and timers it starts; arguments after it win (-n 0: one process; -m slow: the slow
 # tier, which the default run leaves out).
 sh dev/setup.sh test
+# The suite starts postmortem and its tools' wrappers hundreds of times: each process finds
+# the bytecode of what an earlier one compiled (in __pycache__ folders, which git ignores).
+unset PYTHONDONTWRITEBYTECODE
 workers=$(($(getconf _NPROCESSORS_ONLN 2>/dev/null || echo 1) + 1))
 exec "${POSTMORTEM_VENV:-.venv}/bin/python" -m pytest -n "$workers" --dist worksteal "$@"
