@@ -12,11 +12,23 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import hypothesis
 import pytest
 
 from postmortem.errors import ToolFailed, ToolNotFound
 from postmortem.tools import find_tool
-from tests.tooling import DUMPS
+from tests.tooling import (
+    DUMPS,
+    HYPOTHESIS_PROFILES,
+    hypothesis_profile,
+    made_once,
+    session_folder,
+)
+
+for _name, _examples in HYPOTHESIS_PROFILES.items():
+    # No deadline: a property test's examples share the machine with the other workers.
+    hypothesis.settings.register_profile(_name, max_examples=_examples, deadline=None)
+hypothesis.settings.load_profile(hypothesis_profile())
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures"
@@ -58,9 +70,13 @@ def build_corpus(out: Path, convention: str) -> Path:
 
 @pytest.fixture(scope="session")
 def alloc_dumps(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The whole fixture corpus built with `--convention alloc`, once per session; its
-    truth files are the committed ones."""
-    return build_corpus(tmp_path_factory.mktemp("dumps-alloc"), "alloc")
+    """The whole fixture corpus built with `--convention alloc`, once for the session's
+    workers; its truth files are the committed ones."""
+    folder = session_folder(tmp_path_factory) / "dumps-alloc"
+    with made_once(folder) as made:
+        if not made:
+            build_corpus(folder, "alloc")
+    return folder
 
 
 @pytest.fixture(
@@ -100,7 +116,7 @@ def one_nvdisasm_run_per_function(tmp_path_factory: pytest.TempPathFactory) -> A
     from postmortem.analysis.fault import disassembly
 
     real = disassembly.disassemble
-    folder = _session_folder(tmp_path_factory) / "nvdisasm-runs"
+    folder = session_folder(tmp_path_factory) / "nvdisasm-runs"
     folder.mkdir(exist_ok=True)
     memo: dict[str, Any] = {}
     try:
@@ -134,13 +150,6 @@ def one_nvdisasm_run_per_function(tmp_path_factory: pytest.TempPathFactory) -> A
     patch.setattr(disassembly, "disassemble", remembered)
     yield
     patch.undo()
-
-
-def _session_folder(factory: pytest.TempPathFactory) -> Path:
-    """A folder of this session's, shared by its xdist workers: their base temporary folders
-    sit side by side in the session's own."""
-    base = factory.getbasetemp()
-    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
 
 
 def _read_run(path: Path) -> tuple[str, Any] | None:

@@ -6,11 +6,14 @@
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import subprocess
 import sys
 import termios
 import types
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -28,6 +31,49 @@ _META_KEYS = ("# source:", "# tool-version:", "# note:")
 def in_ci() -> bool:
     """True when the environment says this is CI (``CI=true``)."""
     return os.environ.get("CI", "").strip().lower() == "true"
+
+
+HYPOTHESIS_PROFILES = {"dev": 100, "ci": 300, "deep": 3000}
+"""Hypothesis's examples per property test in each profile: "dev" for the test command on a
+developer's machine, "ci" under CI=true, "deep" for a long search (HYPOTHESIS_PROFILE=deep).
+tests/conftest.py loads one; a test whose examples cost more or less than most asks for a
+share of it (`examples`)."""
+
+
+def hypothesis_profile() -> str:
+    """The profile HYPOTHESIS_PROFILE names, else "ci" under CI=true, else "dev"."""
+    return os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if in_ci() else "dev")
+
+
+def examples(share: float) -> int:
+    """A share of the loaded profile's examples per test (at least 10)."""
+    from hypothesis import settings  # noqa: PLC0415 (the profile is loaded by then)
+
+    return max(10, round(settings.default.max_examples * share))
+
+
+def session_folder(factory: pytest.TempPathFactory) -> Path:
+    """A folder of this session's, shared by its xdist workers: their base temporary folders
+    sit side by side in the session's own."""
+    base = factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
+@contextlib.contextmanager
+def made_once(folder: Path) -> Iterator[bool]:
+    """Held while `folder` is being made by one process of the session: yields False to the
+    first, which makes it (and marks it made when its block ends without an error), and True
+    to those that come after, once it is made."""
+    folder.mkdir(parents=True, exist_ok=True)
+    # Beside the folder, not in it: a corpus folder holds its dumps only.
+    done = folder.with_name(f"{folder.name}.made")
+    with open(folder.with_name(f"{folder.name}.lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if done.exists():
+            yield True
+            return
+        yield False
+        done.touch()
 
 
 def require_tool(name: str) -> Path:

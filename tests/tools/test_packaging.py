@@ -22,6 +22,7 @@ import pytest
 
 from postmortem.demangle import demangle
 from tests.conftest import DUMPS, ROOT, truth_of
+from tests.tooling import made_once, session_folder
 
 pytestmark = pytest.mark.slow  # a wheel built and installed: run by CI's slow tier
 
@@ -37,6 +38,9 @@ NOT_BUILT += ("__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache", ".hy
 def run(argv: list[str | Path], cwd: Path, timeout: float = 600) -> str:
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
     env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
+    # pip compiles every module it installs, which none of these tests checks; the commands
+    # compile what they import.
+    env["PIP_NO_COMPILE"] = "1"
     result = subprocess.run(
         [str(arg) for arg in argv], cwd=cwd, env=env, capture_output=True, text=True,
         timeout=timeout,
@@ -55,14 +59,18 @@ def build_wheel(source: Path, out: Path) -> Path:
     return wheel
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def wheel(tmp_path_factory) -> Path:
-    """The wheel, built from a copy of the checkout."""
-    tmp = tmp_path_factory.mktemp("packaging")
-    # A copy, so that the build's own build/ and *.egg-info never land in the checkout.
-    source = tmp / "source"
-    shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(*NOT_BUILT))
-    return build_wheel(source, tmp / "wheels")
+    """The wheel, built from a copy of the checkout, once for the session's workers."""
+    tmp = session_folder(tmp_path_factory) / "packaging"
+    with made_once(tmp) as made:
+        if not made:
+            # A copy, so that the build's own build/ and *.egg-info never land in the checkout.
+            source = tmp / "source"
+            shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(*NOT_BUILT))
+            build_wheel(source, tmp / "wheels")
+    (built,) = (tmp / "wheels").glob("cuda_postmortem-*.whl")
+    return built
 
 
 def test_wheel_ships_templates_schemas_license_and_type_marker(wheel):
@@ -85,16 +93,19 @@ def test_wheel_ships_templates_schemas_license_and_type_marker(wheel):
     assert "Classifier: Typing :: Typed" in fields
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def installed(wheel, tmp_path_factory) -> Path:
-    """The `postmortem` command of a fresh venv that has only the wheel and its dependencies."""
+    """The `postmortem` command of a fresh venv that has only the wheel and its dependencies
+    (made once for the session's workers)."""
     if not TEMPLATES:
         pytest.fail("no templates/*.j2 in the checkout")
-    tmp = tmp_path_factory.mktemp("venv")
+    tmp = session_folder(tmp_path_factory) / "venv"
     venv = tmp / "venv"
-    run([sys.executable, "-m", "venv", venv], cwd=tmp)
     python = venv / "bin" / "python"
-    run([python, "-m", "pip", "install", "--quiet", wheel], cwd=tmp)
+    with made_once(tmp) as made:
+        if not made:
+            run([sys.executable, "-m", "venv", venv], cwd=tmp)
+            run([python, "-m", "pip", "install", "--quiet", wheel], cwd=tmp)
     where = run([python, "-c", "import postmortem; print(postmortem.__file__)"], cwd=tmp)
     assert Path(where.strip()).is_relative_to(venv), "the venv imports the checkout, not the wheel"
     return venv / "bin" / "postmortem"

@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from postmortem.gdb import (
@@ -856,7 +856,6 @@ GDBISH = st.lists(FRAGMENTS, max_size=40).map("".join)
 
 
 @pytest.mark.parametrize("parser", ALL_PARSERS, ids=lambda f: f.__name__)
-@settings(max_examples=300, deadline=None)
 @given(text=st.one_of(st.text(), GDBISH))
 def test_parsers_never_raise(parser, text):
     result = parser(text)

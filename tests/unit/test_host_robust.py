@@ -20,6 +20,7 @@ from postmortem.host.reader import parse_host_lines, read_host_log
 from postmortem.host.sanitizer import parse_sanitizer_report
 from postmortem.host.sglang import parse_sglang_api_log
 from tests.fifo import rescued
+from tests.tooling import examples
 
 PARSERS = (parse_sglang_api_log, parse_cuda_errors, parse_driver_log, parse_sanitizer_report)
 
@@ -66,7 +67,7 @@ FRAGMENTS = [
 line_text = st.lists(st.sampled_from(FRAGMENTS) | st.text(max_size=40), max_size=6).map("".join)
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(line_text, max_size=40))
 def test_no_parser_raises_on_any_lines(lines):
     parsed = parse_host_lines(Path("x.log"), lines, 0, 0)
@@ -81,7 +82,7 @@ def test_no_parser_raises_on_any_lines(lines):
     assert (parsed.sglang is None) == (parse_sglang_api_log(lines) is None)
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(1 / 3))
 @given(st.binary(max_size=4096))
 def test_the_reader_takes_any_bytes(tmp_path_factory, data):
     path = tmp_path_factory.mktemp("bytes") / "log"

@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from postmortem.report.render import md_cell, md_code, md_text
+from tests.tooling import examples
 
 
 @pytest.mark.parametrize("ending", ["\n", "\r", "\r\n", "\x0b", "\x00"])
@@ -84,7 +85,7 @@ def test_bidi_controls_and_separators_do_not_reach_markdown(code):
 _SYNTAX = "[`*~|\\<>"
 
 
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=examples(5 / 3))
 @given(
     st.lists(st.sampled_from([*_SYNTAX, "_", "!", "(", ")", "a", " ", "://", "www."])).map("".join)
 )

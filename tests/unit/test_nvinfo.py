@@ -27,7 +27,7 @@ from postmortem.cubin.nvinfo import (
 )
 from postmortem.errors import NvInfoError
 from tests.conftest import FIXTURES
-from tests.tooling import require_tool
+from tests.tooling import examples, require_tool
 
 INDEX = json.loads((FIXTURES / "cubins" / "index.json").read_text())["cubins"]
 CUBINS = sorted(INDEX)
@@ -284,7 +284,6 @@ def test_short_kparam_record_raises_nvinfo_error():
         read_kernel_info(bytes(data), "_Z10oob_kernelPfif")
 
 
-@settings(max_examples=300, deadline=None)
 @given(st.binary(max_size=200))
 def test_garbled_section_bytes_raise_only_nvinfo_error(data):
     with contextlib.suppress(NvInfoError):
@@ -294,7 +293,7 @@ def test_garbled_section_bytes_raise_only_nvinfo_error(data):
 _FUZZ_BASE = (FIXTURES / INDEX["two_kernels.sm_90.v8"]["path"]).read_bytes()
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(suppress_health_check=[HealthCheck.too_slow])
 @given(
     st.integers(0, len(_FUZZ_BASE)),
     st.lists(st.tuples(st.integers(0, len(_FUZZ_BASE) - 1), st.integers(0, 255)), max_size=8),
@@ -325,7 +324,7 @@ def _metadata_span(data: bytes) -> tuple[int, int]:
 _NOTES_START, _INFO_END = _metadata_span(_OOB)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(2 / 3))
 @given(st.integers(0, _INFO_END - _NOTES_START), st.binary(min_size=1, max_size=64))
 def test_garbled_notes_and_info_sections_raise_only_nvinfo_error(where, junk):
     # Overwrite bytes from the first note through the kernel's .nv.info section.

@@ -22,7 +22,7 @@ from postmortem.cubin.operands import (
 )
 from postmortem.cubin.sass import SassInstruction, parse_sass
 from tests.conftest import FIXTURES
-from tests.tooling import TRANSCRIPTS, load_transcript
+from tests.tooling import TRANSCRIPTS, examples, load_transcript
 
 ARCHES = ("sm_80", "sm_90", "sm_100")
 _FUNCTION_HEADER = re.compile(r"(?m)^(?=//-+ \.text\.)")
@@ -264,7 +264,7 @@ _OPERAND = st.one_of(
 )
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(4 / 3))
 @given(_OPCODES, _MODIFIERS, st.lists(_OPERAND, max_size=5), st.integers(0, 2**40))
 def test_decode_and_address_never_raise(base, modifiers, operands, value):
     opcode = ".".join([base, *modifiers])

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from postmortem import PostmortemError, open_coredump
 from tests.conftest import DUMPS
+from tests.tooling import examples
 from tests.walk import walk
 
 SEEDS = [
@@ -38,8 +39,7 @@ SHDR_FIELDS = {  # offset and width inside a 64-byte section header
     "sh_entsize": (56, 8),
 }
 FUZZ = settings(
-    max_examples=60,
-    deadline=None,
+    max_examples=examples(1 / 5),
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 
