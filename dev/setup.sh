@@ -3,7 +3,8 @@
 #   sh dev/setup.sh            the package, the NVIDIA tool wheels (demo)
 #   sh dev/setup.sh test       also the test tools, the fixture compilers and cuda-gdb
 # PYTHON picks the interpreter (python3), POSTMORTEM_VENV the venv (.venv): .ci/run makes a
-# second one with the oldest Python the project supports.
+# second one with the oldest Python the project supports, with the extras POSTMORTEM_EXTRAS
+# names.
 set -eu
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
@@ -44,8 +45,9 @@ pip_install --upgrade pip
 # The distribution is cuda-postmortem; a venv made before the rename holds it as "postmortem".
 "$VENV/bin/python" -m pip uninstall -y -q postmortem >/dev/null 2>&1 || true
 if [ "${1:-}" = test ]; then
-    # dask, ray and sentry: the optional extras, tested like the rest.
-    pip_install -e ".[tools,dev,fixtures,dask,ray,sentry]"
+    # dask, ray and sentry: the optional extras, tested like the rest. POSTMORTEM_EXTRAS
+    # names fewer for a venv that runs only some tiers (.ci/run's second Python).
+    pip_install -e ".[${POSTMORTEM_EXTRAS:-tools,dev,fixtures,dask,ray,sentry}]"
     if ! command -v cuda-gdb >/dev/null 2>&1; then
         # Debian ships cuda-gdb 11.8 as nvidia-cuda-gdb in non-free.
         for f in /etc/apt/sources.list.d/debian.sources; do
