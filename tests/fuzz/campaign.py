@@ -13,6 +13,7 @@ writes the mutant file.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import random
 import sys
@@ -166,8 +167,11 @@ def run_campaign(
     save: Path | None = None,
     progress: bool = False,
     trace_every: int = 10,
+    part: tuple[int, int] = (0, 1),
 ) -> Summary:
-    """Run `count` mutants; failing mutants are written to `save` when given."""
+    """Run `count` mutants; failing mutants are written to `save` when given. `part` (k, n)
+    runs the k-th of n equal slices of the same schedule (the first holds every mutator's
+    first mutant), so that n runs side by side make one campaign."""
     limits = limits or Limits()
     dumps = list(dumps or dump_names())
     names = list(names or mutators())
@@ -175,7 +179,10 @@ def run_campaign(
     summary = Summary()
     pool = Pool(jobs or usable_cpus(), limits)
     start = last = time.monotonic()
-    for result in pool.run(schedule(count, seed, dumps, names, trace_every)):
+    index, parts = part
+    tasks = schedule(count, seed, dumps, names, trace_every)
+    mine = itertools.islice(tasks, count * index // parts, count * (index + 1) // parts)
+    for result in pool.run(mine):
         summary.add(result)
         if result.failed and save is not None:
             save_mutant(result.task, save)
