@@ -41,13 +41,24 @@ pip_install() {
         exit 1
     fi
 }
-pip_install --upgrade pip
-# The distribution is cuda-postmortem; a venv made before the rename holds it as "postmortem".
-"$VENV/bin/python" -m pip uninstall -y -q postmortem >/dev/null 2>&1 || true
+EXTRAS=tools
+# dask, ray and sentry: the optional extras, tested like the rest. POSTMORTEM_EXTRAS names
+# fewer for a venv that runs only some tiers (.ci/run's second Python).
+[ "${1:-}" = test ] && EXTRAS=${POSTMORTEM_EXTRAS:-tools,dev,fixtures,dask,ray,sentry}
+# What was installed, and from which pyproject.toml: a rerun with the same installs nothing
+# (pip would take seconds to find that out).
+STAMP="$VENV/setup.done"
+wanted="$EXTRAS $COMPILE $(cksum <pyproject.toml)"
+if [ "$(cat "$STAMP" 2>/dev/null)" != "$wanted" ]; then
+    rm -f "$STAMP"
+    pip_install --upgrade pip
+    # The distribution is cuda-postmortem; a venv made before the rename holds it as
+    # "postmortem".
+    "$VENV/bin/python" -m pip uninstall -y -q postmortem >/dev/null 2>&1 || true
+    pip_install -e ".[$EXTRAS]"
+    echo "$wanted" >"$STAMP"
+fi
 if [ "${1:-}" = test ]; then
-    # dask, ray and sentry: the optional extras, tested like the rest. POSTMORTEM_EXTRAS
-    # names fewer for a venv that runs only some tiers (.ci/run's second Python).
-    pip_install -e ".[${POSTMORTEM_EXTRAS:-tools,dev,fixtures,dask,ray,sentry}]"
     if ! command -v cuda-gdb >/dev/null 2>&1; then
         # Debian ships cuda-gdb 11.8 as nvidia-cuda-gdb in non-free.
         for f in /etc/apt/sources.list.d/debian.sources; do
@@ -69,6 +80,4 @@ if [ "${1:-}" = test ]; then
         echo "setup: installing libllvm14 (Debian)" >&2
         apt_install libllvm14 || echo "setup: could not install libllvm14; the demangling corpus test will skip (or fail under CI=true)" >&2
     fi
-else
-    pip_install -e ".[tools]"
 fi
