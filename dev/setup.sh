@@ -29,10 +29,19 @@ if [ ! -x "$VENV/bin/python" ]; then
     fi
 fi
 LOG="$VENV/setup.log"
-# pip compiles every module it installs, one file at a time. The test venv's packages are
-# mostly never imported by the tests, and dev/test.sh keeps the bytecode of those that are.
-COMPILE=""
-[ "${1:-}" = test ] && COMPILE=--no-compile
+MODE=${1:-}
+if [ "$MODE" = test ]; then
+    # dask, ray and sentry: the optional extras, tested like the rest. POSTMORTEM_EXTRAS
+    # names fewer for a venv that runs only some tiers (.ci/run's second Python).
+    EXTRAS=${POSTMORTEM_EXTRAS:-tools,dev,fixtures,dask,ray,sentry}
+    # pip compiles every module it installs, one file at a time. The test venv's packages
+    # are mostly never imported by the tests, and dev/test.sh keeps the bytecode of those
+    # that are.
+    COMPILE=--no-compile
+else
+    EXTRAS=tools
+    COMPILE=""
+fi
 pip_install() {
     # pip's build chatter goes to a log, shown only when something fails.
     if ! "$VENV/bin/python" -m pip install -q $COMPILE "$@" >"$LOG" 2>&1; then
@@ -41,10 +50,6 @@ pip_install() {
         exit 1
     fi
 }
-EXTRAS=tools
-# dask, ray and sentry: the optional extras, tested like the rest. POSTMORTEM_EXTRAS names
-# fewer for a venv that runs only some tiers (.ci/run's second Python).
-[ "${1:-}" = test ] && EXTRAS=${POSTMORTEM_EXTRAS:-tools,dev,fixtures,dask,ray,sentry}
 # What was installed, and from which pyproject.toml: a rerun with the same installs nothing
 # (pip would take seconds to find that out).
 STAMP="$VENV/setup.done"
@@ -58,7 +63,7 @@ if [ "$(cat "$STAMP" 2>/dev/null)" != "$wanted" ]; then
     pip_install -e ".[$EXTRAS]"
     echo "$wanted" >"$STAMP"
 fi
-if [ "${1:-}" = test ]; then
+if [ "$MODE" = test ]; then
     if ! command -v cuda-gdb >/dev/null 2>&1; then
         # Debian ships cuda-gdb 11.8 as nvidia-cuda-gdb in non-free.
         for f in /etc/apt/sources.list.d/debian.sources; do

@@ -302,13 +302,13 @@ class LogFollower:
         budget = READ_PER_POLL
         now_at = _ident(self.path)
         budget -= self._read(lines, budget)
-        if now_at is not None and now_at[0] != self._ident:
+        if now_at is not None and now_at != self._ident:
             # Rotated (or made for the first time): the old file was read to its end above.
             self.close()
             self._pending, self._skipping = b"", False
             self._open(at_end=False)
             self._read(lines, budget)
-        elif self._fd is not None and _size(self._fd) < self._offset:
+        elif self._fd is not None and _ends_before(self._fd, self._offset):
             # Truncated in place: what is there now was written since. (The size is taken
             # after the read: a line written after the look at the name is no truncation.)
             with contextlib.suppress(OSError):
@@ -371,22 +371,23 @@ def _chomp(line: bytes) -> bytes:
     return line[:-1] if line.endswith(b"\r") else line
 
 
-def _ident(path: Path) -> tuple[tuple[int, int], int] | None:
-    """The identity and size of the regular file `path` leads to; None for anything else."""
+def _ident(path: Path) -> tuple[int, int] | None:
+    """The identity of the regular file `path` leads to; None for anything else."""
     try:
         info = path.stat()
     except (OSError, ValueError):
         return None
     if not stat.S_ISREG(info.st_mode):
         return None
-    return (info.st_dev, info.st_ino), info.st_size
+    return info.st_dev, info.st_ino
 
 
-def _size(fd: int) -> int:
+def _ends_before(fd: int, offset: int) -> bool:
+    """Whether the open file now ends before `offset` (truncated); False when it cannot say."""
     try:
-        return os.fstat(fd).st_size
+        return os.fstat(fd).st_size < offset
     except OSError:
-        return 0
+        return False
 
 
 def _check_regular(path: Path) -> None:
