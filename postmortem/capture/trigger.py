@@ -8,6 +8,11 @@ short `echo` may not be enough). Here the pipe is opened without blocking, again
 until a reader is there or the time is up, so a pipe that no process reads ends in a clear
 error instead of a wait without end; then the MiB is written, waiting at most the same time
 for the reader to take it.
+
+The pipe often sits in a folder others can write to (a shared dump folder, /tmp), where its
+name can be made to lead elsewhere between two looks at it. So a symbolic link is never
+followed (`O_NOFOLLOW`), and what each open gave is checked on the descriptor itself
+(`fstat`): anything but a FIFO is closed unwritten, and the zeros only ever go into a pipe.
 """
 
 from __future__ import annotations
@@ -35,6 +40,9 @@ DRIVER_PIPE_NAMES = ("corepipe.cuda.%h.%p", "corepipe_%h_%p")
 """The driver's own pipe names: the documented default, and the one some driver builds make
 (SGLang's `cudacore_pyspy_dump_utils.py` tries both)."""
 _RETRY_S = 0.05
+_OPEN_FLAGS = os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NOCTTY
+"""O_NONBLOCK: with no reader the open fails (ENXIO) instead of waiting forever; O_NOFOLLOW:
+a link put in the pipe's place is refused; O_NOCTTY: a terminal put there is never ours."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,7 +118,8 @@ def trigger(pipe: Path, timeout: float) -> Triggered:
 
     Raises:
         UnreadableFile: `pipe` does not exist.
-        NotAFifo: `pipe` is not a named pipe.
+        NotAFifo: `pipe` is not a named pipe (a symbolic link to one included), or stopped
+            being one while the trigger waited: nothing was written.
         TriggerTimedOut: no process opened the pipe for reading in time, or took nothing.
     """
     check_fifo(pipe)
@@ -124,9 +133,10 @@ def trigger(pipe: Path, timeout: float) -> Triggered:
 
 
 def check_fifo(pipe: Path) -> None:
-    """Raises `UnreadableFile` when `pipe` is not there, `NotAFifo` when it is not a pipe."""
+    """Raises `UnreadableFile` when `pipe` is not there, `NotAFifo` when it is not a pipe
+    itself (a symbolic link is not followed)."""
     try:
-        mode = pipe.stat().st_mode
+        mode = pipe.lstat().st_mode
     except OSError as error:
         raise UnreadableFile(pipe, error.strerror or str(error)) from None
     if not stat.S_ISFIFO(mode):
@@ -135,16 +145,34 @@ def check_fifo(pipe: Path) -> None:
 
 def _open_writer(pipe: Path, timeout: float) -> int:
     deadline = time.monotonic() + timeout
-    while True:
-        try:
-            # O_NONBLOCK: with no reader the open fails (ENXIO) instead of waiting forever.
-            return os.open(pipe, os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-        except OSError as error:
-            if error.errno != errno.ENXIO:
-                raise UnreadableFile(pipe, error.strerror or str(error)) from None
+    while (fd := _open_fifo(pipe)) is None:
         if time.monotonic() >= deadline:
             raise TriggerTimedOut(pipe, timeout, "no process reads this coredump pipe")
         time.sleep(_RETRY_S)
+    return fd
+
+
+def _open_fifo(pipe: Path) -> int | None:
+    """A descriptor of the FIFO `pipe` open for writing; None while it has no reader."""
+    try:
+        fd = os.open(pipe, _OPEN_FLAGS)
+    except OSError as error:
+        # ELOOP (EMLINK on the BSDs) from O_NOFOLLOW, or ENXIO from a socket as from a pipe
+        # with no reader: say what is there now rather than fail, or wait, on it.
+        if error.errno in (errno.ENXIO, errno.ELOOP, errno.EMLINK):
+            check_fifo(pipe)
+        if error.errno != errno.ENXIO:
+            raise UnreadableFile(pipe, error.strerror or str(error)) from None
+        return None
+    try:
+        mode = os.fstat(fd).st_mode
+    except OSError as error:
+        os.close(fd)
+        raise UnreadableFile(pipe, error.strerror or str(error)) from None
+    if not stat.S_ISFIFO(mode):
+        os.close(fd)  # the name was made to lead elsewhere after the first look
+        raise NotAFifo(pipe, _kind(mode))
+    return fd
 
 
 def _write_zeros(fd: int, pipe: Path, timeout: float) -> int:
@@ -179,9 +207,9 @@ def _mtime(path: Path) -> float:
 
 
 def is_fifo(path: Path) -> bool:
-    """True when `path` leads to a named pipe."""
+    """True when `path` is a named pipe itself (not a symbolic link to one)."""
     try:
-        return stat.S_ISFIFO(path.stat().st_mode)
+        return stat.S_ISFIFO(path.lstat().st_mode)
     except OSError:
         return False
 
@@ -191,6 +219,8 @@ def _absolute(pattern: str, base: Path) -> str:
 
 
 def _kind(mode: int) -> str:
+    if stat.S_ISLNK(mode):
+        return "a symbolic link"
     if stat.S_ISDIR(mode):
         return "a folder"
     if stat.S_ISREG(mode):

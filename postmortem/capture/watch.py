@@ -16,11 +16,16 @@ notice the hang in time. It polls, every `POLL_S` at most, what the process leav
 - a deadline (`DeadlineCondition`).
 
 The first condition that holds ends the watch (one dump per firing) with a `Fired` saying
-what held. The log is untrusted: it is only read, never run, decoded with bad bytes
-replaced, read at most `READ_PER_POLL` bytes a poll, and matched a line at a time, each line
-cut to `MAX_LINE_BYTES` (the rest of a longer one is skipped, however long it gets), so
-neither binary junk nor a line of gigabytes without a newline costs more than that memory
-and time. The pattern is compiled once, when the watch is armed.
+what held. The log is untrusted: it is only read, never run, decoded with each undecodable
+byte a character of its own (shown replaced), and each line is cut to `MAX_LINE_BYTES` (the
+rest of a longer one is skipped, however long it gets), so neither binary junk nor a line of
+gigabytes without a newline costs more than that memory. It is read in blocks of whole
+lines, and the pattern (compiled once, when the watch is armed) searches each block at once,
+with `^` and `$` at the ends of its lines; a match is then confirmed on its own line, cut, so
+no match spans two lines. A log written faster than it is searched is not followed for ever
+behind: once more than `READ_PER_POLL` bytes are unread at a poll, the older ones are skipped
+and the newest read (what a hang leaves last), and the firing message says how many bytes
+were skipped.
 """
 
 from __future__ import annotations
@@ -31,7 +36,7 @@ import re
 import stat
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -42,11 +47,12 @@ POLL_S = 0.2
 """The longest wait between two looks at the conditions and the process."""
 MAX_LINE_BYTES = 64 << 10
 """The most of one log line that is kept and matched; a longer line is cut there."""
-READ_PER_POLL = 16 << 20
-"""The most of a log read in one poll (a log written faster is caught up over several)."""
+READ_PER_POLL = 8 << 20
+"""The most of a log read in one poll: when more is unread, the older bytes are skipped (a
+block of short lines is searched at about 50 MB/s, so a poll stays well under a second)."""
 SHOWN_CHARS = 200
 """The most of a matched line the firing message quotes."""
-_CHUNK = 64 << 10
+_CHUNK = 1 << 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -227,13 +233,48 @@ class LineCondition:
     def __init__(self, follower: LogFollower, pattern: re.Pattern[str]) -> None:
         self._follower = follower
         self._pattern = pattern
+        # The same pattern over a block of lines: `^` and `$` hold at each line's ends.
+        self._scan = re.compile(pattern.pattern, pattern.flags | re.MULTILINE)
 
     def check(self, now: float) -> str | None:
-        for line in self._follower.poll():
-            text = line.decode("utf-8", "replace")
-            if self._pattern.search(text):
-                return f"{self._follower.path}: matched {shorten(text)}"
+        follower = self._follower
+        for block in follower.iter_blocks():
+            line = first_match(block, self._pattern, self._scan, follower.max_line)
+            if line is not None:
+                reason = f"{follower.path}: matched {shorten(line)}"
+                if follower.skipped_bytes:
+                    reason += (
+                        f" (the watch fell behind the log and skipped {follower.skipped_bytes}"
+                        " bytes of it)"
+                    )
+                return reason
         return None
+
+
+def first_match(
+    block: bytes, pattern: re.Pattern[str], scan: re.Pattern[str], max_line: int
+) -> str | None:
+    """The first line of `block` (whole lines, each ended by a newline) that `pattern`
+    matches, cut to `max_line` bytes as it is matched; None when none does. `scan` is
+    `pattern` with `re.MULTILINE`: one search over the block finds each candidate line."""
+    text = block.decode("utf-8", "surrogateescape")
+    pos = 0
+    while (found := scan.search(text, pos)) is not None and found.start() < len(text):
+        start = text.rfind("\n", 0, found.start()) + 1
+        end = text.find("\n", found.start())
+        line = _cut(text[start:end], max_line)
+        if pattern.search(line):
+            return line.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+        pos = end + 1  # a match across lines, or past the cut: go on from the next line
+    return None
+
+
+def _cut(line: str, max_line: int) -> str:
+    """`line` cut to its first `max_line` bytes (as read: each undecodable byte one char)."""
+    if len(line) <= max_line // 4:  # a character is at most 4 bytes: short enough
+        return line
+    raw = line.encode("utf-8", "surrogateescape")
+    return raw[:max_line].decode("utf-8", "surrogateescape") if len(raw) > max_line else line
 
 
 class Activity:
@@ -273,20 +314,28 @@ class LogFollower:
     When the name comes to lead to another file (the log was rotated), the rest of the old
     file is read, then the new one from its start; when the file gets shorter than what was
     read (truncated in place), reading starts again from its start. A name that leads to
-    nothing, or to something other than a regular file, is waited on.
+    nothing, or to something other than a regular file, is waited on. At most `READ_PER_POLL`
+    bytes of a file are read a poll: when more is unread, the older bytes are skipped
+    (`skipped_bytes`).
     """
 
     def __init__(
         self, path: Path, *, from_start: bool = False, max_line: int = MAX_LINE_BYTES
     ) -> None:
         self.path = path
-        self._max_line = max_line
+        self.max_line = max_line
+        """The most of one line that is kept: a longer one is cut there."""
+        self.skipped_bytes = 0
+        """The bytes never read because the log was written faster than it was read."""
         self._fd: int | None = None
         self._ident: tuple[int, int] | None = None
         self._offset = 0
         self._pending = b""
+        self._last_read = 0
+        """The bytes the last `_read` read."""
         self._skipping = False
-        """Inside a line longer than `max_line`, whose start was given already."""
+        """Inside a line longer than `max_line`, whose start was given already (or one
+        skipped into)."""
         self._open(at_end=not from_start)
 
     def close(self) -> None:
@@ -299,23 +348,31 @@ class LogFollower:
     def poll(self) -> list[bytes]:
         """The whole lines written since the last poll (without their line ends)."""
         lines: list[bytes] = []
-        budget = READ_PER_POLL
+        for block in self.iter_blocks():
+            lines += (line[: self.max_line] for line in block.split(b"\n")[:-1])
+        return lines
+
+    def iter_blocks(self) -> Iterator[bytes]:
+        """What was written since the last poll, in blocks of whole lines, each line ended
+        by ``\\n`` alone (one ``\\r`` before it dropped); a line may be longer than
+        `max_line` inside a block, and is for its reader to cut. A reader that stops taking
+        blocks ends the poll (what was read of the last chunk and not taken is dropped)."""
         now_at = _ident(self.path)
-        budget -= self._read(lines, budget)
+        yield from self._read(READ_PER_POLL)
+        budget = READ_PER_POLL - self._last_read
         if now_at is not None and now_at != self._ident:
             # Rotated (or made for the first time): the old file was read to its end above.
             self.close()
             self._pending, self._skipping = b"", False
             self._open(at_end=False)
-            self._read(lines, budget)
+            yield from self._read(budget)
         elif self._fd is not None and _ends_before(self._fd, self._offset):
             # Truncated in place: what is there now was written since. (The size is taken
             # after the read: a line written after the look at the name is no truncation.)
             with contextlib.suppress(OSError):
                 os.lseek(self._fd, 0, os.SEEK_SET)
             self._offset, self._pending, self._skipping = 0, b"", False
-            self._read(lines, budget)
-        return lines
+            yield from self._read(budget)
 
     def _open(self, *, at_end: bool) -> None:
         try:
@@ -333,42 +390,58 @@ class LogFollower:
             return
         self._fd, self._ident = fd, (info.st_dev, info.st_ino)
 
-    def _read(self, lines: list[bytes], budget: int) -> int:
-        """Read what is there, up to `budget` bytes, into `lines`; the bytes read."""
+    def _read(self, budget: int) -> Iterator[bytes]:
+        """The blocks of what is there, up to `budget` bytes read (`_last_read`)."""
+        self._last_read = 0
         if self._fd is None:
-            return 0
-        total = 0
-        while total < budget:
+            return
+        self._catch_up(budget)
+        while self._last_read < budget:
             try:
-                chunk = os.read(self._fd, min(_CHUNK, budget - total))
+                chunk = os.read(self._fd, min(_CHUNK, budget - self._last_read))
             except OSError:
                 break
             if not chunk:
                 break
-            total += len(chunk)
-            self._feed(chunk, lines)
-        self._offset += total
-        return total
+            self._last_read += len(chunk)
+            self._offset += len(chunk)
+            yield from self._blocks(chunk)  # a list: the state is whole before a block is taken
 
-    def _feed(self, data: bytes, lines: list[bytes]) -> None:
-        start = 0
-        while (end := data.find(b"\n", start)) >= 0:
-            if self._skipping:
-                self._skipping = False  # the end of a line given already, cut
-            else:
-                lines.append(_chomp((self._pending + data[start:end])[: self._max_line]))
-            self._pending = b""
-            start = end + 1
-        if self._skipping:
+    def _catch_up(self, budget: int) -> None:
+        """Skip to the last `budget` bytes when more is unread (the newest lines matter)."""
+        assert self._fd is not None
+        try:
+            to = os.fstat(self._fd).st_size - budget
+            if to <= self._offset:
+                return
+            os.lseek(self._fd, to, os.SEEK_SET)
+            # Into the middle of a line, unless the byte before is a newline: the rest of
+            # that line is skipped too.
+            in_line = os.pread(self._fd, 1, to - 1) != b"\n"
+        except OSError:
             return
-        self._pending += data[start:]
-        if len(self._pending) > self._max_line:
-            lines.append(_chomp(self._pending[: self._max_line]))
+        self.skipped_bytes += to - self._offset
+        self._offset, self._pending, self._skipping = to, b"", in_line
+
+    def _blocks(self, data: bytes) -> list[bytes]:
+        """The blocks `data` completes, read after what was read before."""
+        blocks = []
+        if self._skipping:
+            end = data.find(b"\n")
+            if end < 0:
+                return []
+            data, self._skipping = data[end + 1 :], False
+        last = data.rfind(b"\n")
+        if last >= 0:
+            blocks.append((self._pending + data[: last + 1]).replace(b"\r\n", b"\n"))
+            self._pending, data = b"", data[last + 1 :]
+        self._pending += data
+        if len(self._pending) > self.max_line:
+            # The start of a line too long to keep: given cut (with no \r dropped: its end
+            # is not here), and the rest of it skipped.
+            blocks.append(self._pending[: self.max_line] + b"\n")
             self._pending, self._skipping = b"", True
-
-
-def _chomp(line: bytes) -> bytes:
-    return line[:-1] if line.endswith(b"\r") else line
+        return blocks
 
 
 def _ident(path: Path) -> tuple[int, int] | None:

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+import postmortem.capture.trigger as trigger_module
 from postmortem.capture.trigger import TRIGGER_BYTES, find_pipe, pid_of_pipe, trigger
 from postmortem.errors import NotAFifo, PipeNotFound
 from tests.tooling import invoke
@@ -109,3 +110,92 @@ def test_no_pipe_for_a_pid_names_where_it_looked(tmp_path):
         find_pipe(os.getpid(), tmp_path, {})
     assert str(tmp_path) in str(caught.value)
     assert "CUDA_ENABLE_USER_TRIGGERED_COREDUMP=1" in (caught.value.hint or "")
+
+
+def swap_while_waiting(monkeypatch, swap) -> list[float]:
+    """Runs `swap` once, at the first wait of a trigger between two tries to open its pipe
+    (no reader yet), so the name changes after the pipe was checked: the waits seen."""
+    waits: list[float] = []
+    real_sleep = time.sleep
+
+    def sleep(seconds: float) -> None:
+        if not waits:
+            swap()
+        waits.append(seconds)
+        real_sleep(seconds)
+
+    monkeypatch.setattr(trigger_module.time, "sleep", sleep)
+    return waits
+
+
+def to_regular_file(fifo: Path, victim: Path) -> Path:
+    """Renames `victim` over the pipe (as anyone who can write the folder can): its path now."""
+    os.replace(victim, fifo)
+    return fifo
+
+
+def to_symlink(fifo: Path, victim: Path) -> Path:
+    """Puts a link to `victim` in the pipe's place: `victim`'s path, unchanged."""
+    link = fifo.with_name("link")
+    link.symlink_to(victim)
+    os.replace(link, fifo)
+    return victim
+
+
+@pytest.mark.parametrize(
+    ("swap", "found"),
+    [
+        pytest.param(to_regular_file, "a regular file", id="regular-file"),
+        pytest.param(to_symlink, "a symbolic link", id="symlink"),
+    ],
+)
+def test_a_pipe_replaced_while_the_trigger_waits_is_never_written(
+    tmp_path, monkeypatch, swap, found
+):
+    # GIVEN a FIFO that no process reads yet, and a file of someone's, byte for byte known
+    fifo = tmp_path / "corepipe.h.1"
+    os.mkfifo(fifo)
+    content = bytes(range(256)) * 64
+    victim = tmp_path / "elsewhere" / "victim.bin"
+    victim.parent.mkdir()
+    victim.write_bytes(content)
+    before = victim.stat()
+    # WHEN the trigger, waiting for a reader, finds the pipe's name made to lead to that file
+    moved: list[Path] = []
+    waits = swap_while_waiting(monkeypatch, lambda: moved.append(swap(fifo, victim)))
+    result = run_here(fifo, "--timeout", "60", "--wait", "1")
+    # THEN it stops at once with one line, and the file is as it was
+    assert waits, "the name was never swapped: the trigger did not wait"
+    line = one_line_error(result, 2)
+    assert f"{fifo}: not a coredump pipe (a FIFO): it is {found}" in line
+    (after,) = moved
+    assert after.read_bytes() == content
+    assert (after.stat().st_size, after.stat().st_mtime_ns) == (before.st_size, before.st_mtime_ns)
+
+
+def test_a_pipe_replaced_while_waiting_raises_the_typed_error(tmp_path, monkeypatch):
+    fifo = tmp_path / "corepipe.h.1"
+    os.mkfifo(fifo)
+    victim = tmp_path / "victim"
+    victim.write_bytes(b"kept\n")
+    swap_while_waiting(monkeypatch, lambda: to_regular_file(fifo, victim))
+    with pytest.raises(NotAFifo) as caught:
+        trigger(fifo, timeout=60)
+    assert caught.value.found == "a regular file"
+    assert fifo.read_bytes() == b"kept\n"
+
+
+def test_a_symbolic_link_to_a_read_fifo_is_refused_and_nothing_is_written(tmp_path):
+    # GIVEN a FIFO with a reader, and a link to it where a pipe is expected
+    fifo = tmp_path / "real-pipe"
+    os.mkfifo(fifo)
+    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+    link = tmp_path / "corepipe.h.1"
+    link.symlink_to(fifo)
+    try:
+        # WHEN the trigger is written through the link; THEN it is refused, the pipe empty
+        line = one_line_error(run_here(link, "--timeout", "1", "--wait", "1"), 2)
+        assert "it is a symbolic link" in line
+        assert os.read(reader, 4096) == b""  # no writer, and no zeros left in it
+    finally:
+        os.close(reader)

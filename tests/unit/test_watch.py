@@ -32,6 +32,7 @@ from postmortem.capture.watch import (
     WatchSpec,
     arm,
     check_spec,
+    first_match,
     process_alive,
     shorten,
     watch,
@@ -250,3 +251,102 @@ def test_the_pipes_of_every_process_are_found_by_the_pipe_pattern(tmp_path):
     (tmp_path / f"corepipe.{host}.78").write_text("")  # not a pipe
     found = matching_pipes(str(tmp_path / "corepipe.%h.%p"), host=host, base=tmp_path, since=0)
     assert found == [pipe]
+
+
+def test_a_burst_too_large_for_a_poll_is_skipped_to_its_newest_lines_and_said(tmp_path):
+    # GIVEN a followed log, and a watch for an engine's dying line
+    log = tmp_path / "serve.log"
+    log.write_bytes(b"starting\n")
+    condition = LineCondition(LogFollower(log), re.compile(r"EngineDeadError"))
+    # WHEN 32 MiB of short lines arrive at once, the dying line last
+    burst = b"".join(b"step %07d loss 1.25\n" % i for i in range(1_700_000))
+    assert len(burst) > 32 << 20
+    append(log, burst + b"vllm EngineDeadError: EngineCore encountered an issue\n")
+    started = time.monotonic()
+    reason = condition.check(0.0)
+    seconds = time.monotonic() - started
+    # THEN the first poll fires on it, and says how much of the log it skipped
+    skipped = log.stat().st_size - watch_module.READ_PER_POLL - len(b"starting\n")
+    assert reason == (
+        f"{log}: matched vllm EngineDeadError: EngineCore encountered an issue"
+        f" (the watch fell behind the log and skipped {skipped} bytes of it)"
+    )
+    print(f"\n32 MiB burst: fired in {seconds:.2f} s, {skipped} bytes skipped")
+
+
+def test_a_skip_gives_only_whole_lines_and_loses_none_past_a_line_end(tmp_path, monkeypatch):
+    # GIVEN a follower that reads 64 bytes a poll, and 10 lines of 16 bytes behind it
+    monkeypatch.setattr(watch_module, "READ_PER_POLL", 64)
+    log = tmp_path / "serve.log"
+    log.write_bytes(b"")
+    follower = LogFollower(log)
+    lines = [b"line %010d" % i for i in range(10)]
+    append(log, b"".join(line + b"\n" for line in lines))
+    # WHEN it polls; THEN it gives the last 4 lines, whole, and counts the 6 before as skipped
+    assert follower.poll() == lines[-4:]
+    assert follower.skipped_bytes == 6 * 16
+    # AND a skip that lands inside a line drops that line's end rather than give it cut
+    append(log, b"x" * 100 + b"\n" + b"".join(line + b"\n" for line in lines[:3]))
+    assert follower.poll() == lines[:3]
+    assert follower.skipped_bytes == 6 * 16 + (101 + 3 * 16 - 64)
+    assert follower.poll() == []
+
+
+def test_a_burst_a_poll_can_read_is_read_whole(tmp_path):
+    log = tmp_path / "serve.log"
+    log.write_bytes(b"")
+    follower = LogFollower(log)
+    count = (watch_module.READ_PER_POLL - 1) // 20
+    append(log, b"".join(b"step %013d\n" % i for i in range(count)))
+    lines = follower.poll()
+    assert len(lines) == count and lines[-1] == b"step %013d" % (count - 1)
+    assert follower.skipped_bytes == 0
+
+
+@pytest.mark.parametrize(
+    ("pattern", "log", "matched"),
+    [
+        pytest.param(r"^ERROR", b"an ERROR inside\nERROR at the start\n", "ERROR at the start",
+                     id="start-anchor-per-line"),
+        pytest.param(r"timeout$", b"timeout, then more\nsaw a timeout\r\nnext\n", "saw a timeout",
+                     id="end-anchor-before-crlf"),
+        pytest.param(r"first\s+second", b"first\nsecond\n", None, id="never-across-lines"),
+        pytest.param(r"first\s+second|second", b"first\nsecond\n", "second",
+                     id="a-cross-line-candidate-then-the-real-match"),
+        pytest.param(r"(?s)a.*z", b"a\nz\naz\n", "az", id="dotall-stays-in-its-line"),
+        pytest.param(r"", b"one\ntwo\n", "one", id="empty-pattern-matches-the-first-line"),
+        pytest.param("été", "un été\n".encode(), "un été", id="utf-8"),
+    ],
+)  # fmt: skip
+def test_a_block_of_lines_is_matched_one_line_at_a_time(tmp_path, pattern, log, matched):
+    path = tmp_path / "serve.log"
+    path.write_bytes(b"")
+    condition = LineCondition(LogFollower(path), re.compile(pattern))
+    append(path, log)
+    reason = condition.check(0.0)
+    assert reason == (None if matched is None else f"{path}: matched {matched}")
+
+
+def test_a_match_past_the_cut_of_a_long_line_does_not_count_even_in_one_block(tmp_path):
+    # GIVEN a follower that keeps 1 KiB of a line
+    log = tmp_path / "serve.log"
+    log.write_bytes(b"")
+    condition = LineCondition(LogFollower(log, max_line=1024), re.compile("NCCL timeout"))
+    # WHEN three long lines are read in one piece: the match after the cut, across it, before it
+    append(
+        log,
+        b"x" * 2000 + b" NCCL timeout\n"
+        + b"\xff" * 1020 + b"NCCL timeout\n"
+        + b"NCCL timeout " + b"z" * 2000 + b"\n",
+    )  # fmt: skip
+    # THEN only the last counts, as cut
+    expected = "NCCL timeout " + "z" * (1024 - 13)
+    assert condition.check(0.0) == f"{log}: matched {shorten(expected)}"
+
+
+def test_a_matched_line_is_given_cut_as_it_was_matched():
+    pattern = re.compile("NCCL timeout")
+    scan = re.compile(pattern.pattern, re.MULTILINE)
+    line = first_match(b"ok\nNCCL timeout " + b"z" * 2000 + b"\n", pattern, scan, 1024)
+    assert line == "NCCL timeout " + "z" * (1024 - 13)
+    assert first_match(b"ok\n\xffNCCL timeout\n", pattern, scan, 1024) == "\ufffdNCCL timeout"
