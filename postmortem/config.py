@@ -15,7 +15,12 @@ A project's file is data, not code: users run postmortem inside the source tree 
 kernel that crashed (``--source-dir .``), which may be anyone's. So the keys that name a
 program to run (``nvdisasm``, ``cuda-gdb``) are taken from a project's file only when the
 user's own file lists the project's folder in ``trusted-projects``; otherwise they are
-ignored and a warning says how to trust them.
+ignored and a warning says how to trust them. A project's ``rules`` are taken, with a
+warning: they change how crashes group.
+
+Every file is read within a bound: a settings file holds at most 4 MiB (a project's file
+that holds more is skipped unread, with a warning) and a list at most `MAX_LIST_ITEMS`
+entries (the rest are dropped, with a warning).
 """
 
 from __future__ import annotations
@@ -27,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from postmortem.errors import ConfigError, UnreadableFile
-from postmortem.safefile import read_regular
+from postmortem.safefile import read_regular, read_within
 
 _LISTS = ("source-dirs", "map-paths", "trusted-projects")
 _PATHS = ("nvdisasm", "cuda-gdb", "rules")
@@ -37,6 +42,9 @@ _USER_ONLY = ("trusted-projects",)
 _KEYS = frozenset((*_LISTS, *_PATHS))
 _MAX_PARENTS = 64  # how far up a pyproject.toml is looked for
 _MAX_FILE_BYTES = 4 << 20  # a settings file is a few lines; a pyproject.toml a few KiB
+MAX_LIST_ITEMS = 256
+"""The most entries one file's list (``source-dirs``, ``map-paths``, ``trusted-projects``)
+may hold: every source file is looked for in each folder and mapped by each prefix."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,7 +62,9 @@ class Settings:
     origins: tuple[tuple[str, str], ...] = ()
     """(key, "user config FILE" or "project config FILE") for each program setting taken."""
     warnings: tuple[str, ...] = ()
-    """One line per setting ignored: a program named by a project the user has not trusted."""
+    """One line per setting ignored or cut short (a program named by a project the user has
+    not trusted, a list over `MAX_LIST_ITEMS`, a project's file too large), and for rules
+    that such a project sets."""
 
     def origin(self, key: str) -> str | None:
         """Which file the program setting `key` (``nvdisasm``, ``cuda-gdb``) came from."""
@@ -78,24 +88,27 @@ class Settings:
 def load_settings(cwd: Path | None = None) -> Settings:
     """The user's and the project's settings, merged.
 
+    A project's file larger than a settings file can be is skipped with a warning, and a
+    list longer than `MAX_LIST_ITEMS` keeps its first entries, with a warning.
+
     Raises:
         ConfigError: a file that exists cannot be read, is not TOML, or holds an unknown key
             or a value of the wrong type.
     """
     found: list[tuple[Path, dict[str, Any], str]] = []
+    warnings: list[str] = []
     user = _user_file()
     trusted: tuple[Path, ...] = ()
     if user.is_file():
-        table = _table(user, _read(user))
+        table = _capped(user, _table(user, _read(user)), warnings)
         found.append((user, table, "user config"))
         trusted = tuple(_folder(user.parent, d) for d in table.get("trusted-projects", ()))
     project = _project_file(cwd or Path.cwd())
-    raw = _project_table(project) if project is not None else None
-    warnings: list[str] = []
+    raw = _project_table(project, warnings) if project is not None else None
     if project is not None and raw is not None:
-        table = _table(project, raw)
+        table = _capped(project, _table(project, raw), warnings)
         if not _is_trusted(project.parent, trusted):
-            table, warnings = _data_only(project, table, user)
+            table = _data_only(project, table, user, warnings)
         found.append((project, table, "project config"))
     settings: dict[str, Any] = {"source_dirs": (), "map_paths": (), "origins": ()}
     for path, table, kind in found:
@@ -110,13 +123,24 @@ def load_settings(cwd: Path | None = None) -> Settings:
     return Settings(**settings, files=tuple(path for path, _, _ in found), warnings=tuple(warnings))
 
 
+def _capped(path: Path, table: dict[str, Any], warnings: list[str]) -> dict[str, Any]:
+    """`table` with each list cut to `MAX_LIST_ITEMS` entries, and a warning for each cut."""
+    long = [key for key in _LISTS if len(table.get(key, ())) > MAX_LIST_ITEMS]
+    warnings += [
+        f"{path}: {key} has {len(table[key]):,} entries; only the first {MAX_LIST_ITEMS:,} are "
+        f"used (the most a settings file may set)"
+        for key in long
+    ]
+    return {**table, **{key: table[key][:MAX_LIST_ITEMS] for key in long}}
+
+
 def _data_only(
-    project: Path, table: dict[str, Any], user: Path
-) -> tuple[dict[str, Any], list[str]]:
-    """A project's table without the keys that only the user may set, and a warning for
-    each key dropped."""
+    project: Path, table: dict[str, Any], user: Path, warnings: list[str]
+) -> dict[str, Any]:
+    """A project's table without the keys that only the user may set; a warning for each
+    key dropped, and for rules, which are kept but change how crashes group."""
     dropped = [key for key in (*_PROGRAMS, *_USER_ONLY) if key in table]
-    warnings = [
+    warnings += [
         f"{project}: ignored {key} = {table[key]!r}: a project's settings may not name a "
         f"program to run (trust this project with trusted-projects in {user}, or pass "
         f"--{key})"
@@ -124,7 +148,13 @@ def _data_only(
         else f"{project}: ignored {key}: only the user's own settings ({user}) may trust projects"
         for key in dropped
     ]
-    return {k: v for k, v in table.items() if k not in dropped}, warnings
+    if "rules" in table:
+        warnings.append(
+            f"{project}: rules = {table['rules']!r} from this project's settings change how "
+            f"crashes group into signatures (trust this project with trusted-projects in "
+            f"{user}, or pass --rules)"
+        )
+    return {k: v for k, v in table.items() if k not in dropped}
 
 
 def _folder(base: Path, value: str) -> Path:
@@ -162,40 +192,51 @@ def _project_file(cwd: Path) -> Path | None:
     return None
 
 
-def _project_table(path: Path) -> Any:
+def _project_table(path: Path, warnings: list[str]) -> Any:
+    # Found, not named: read within the bound, and one too large is skipped unread (a
+    # sparse file of gigabytes in a folder above costs nothing).
+    try:
+        data = read_within(path, _MAX_FILE_BYTES)
+    except UnreadableFile:
+        return None
+    if data is None:
+        warnings.append(
+            f"{path}: skipped: larger than {_MAX_FILE_BYTES:,} bytes, the most a settings "
+            f"file may hold"
+        )
+        return None
     # Another tool's pyproject.toml is none of our business: only one that names
     # [tool.postmortem] is held to being readable TOML. One that never says "postmortem"
     # (whichever way it spells the table) is not parsed at all: TOML costs start-up.
-    try:
-        if b"postmortem" not in path.read_bytes():
-            return None
-    except OSError:
+    if b"postmortem" not in data:
         return None
     try:
-        data = _read(path)
+        table = _parse(path, data)
     except ConfigError:
-        try:
-            ours = b"[tool.postmortem" in path.read_bytes()
-        except OSError:
-            ours = False
-        if ours:
+        if b"[tool.postmortem" in data:
             raise
         return None
-    tool = data.get("tool")
+    tool = table.get("tool")
     return tool.get("postmortem") if isinstance(tool, dict) else None
 
 
 def _read(path: Path) -> dict[str, Any]:
+    try:
+        data = read_regular(path, _MAX_FILE_BYTES)
+    except UnreadableFile as error:
+        raise ConfigError(path, f"cannot read: {error.reason}") from None
+    return _parse(path, data)
+
+
+def _parse(path: Path, data: bytes) -> dict[str, Any]:
     # Imported here: most runs find no settings file and never parse TOML.
     if sys.version_info >= (3, 11):
         import tomllib
     else:  # pragma: no cover - Python 3.10
         import tomli as tomllib  # type: ignore[import-not-found, unused-ignore]
     try:
-        data: dict[str, Any] = tomllib.loads(read_regular(path, _MAX_FILE_BYTES).decode())
-        return data
-    except UnreadableFile as error:
-        raise ConfigError(path, f"cannot read: {error.reason}") from None
+        table: dict[str, Any] = tomllib.loads(data.decode())
+        return table
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as error:
         raise ConfigError(path, f"not TOML: {error}") from None
     except RecursionError:  # tomllib's parser recurses once per level of nesting

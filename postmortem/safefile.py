@@ -81,6 +81,26 @@ def read_regular(path: Path, limit_bytes: int) -> bytes:
     return data
 
 
+def read_within(path: Path, limit_bytes: int) -> bytes | None:
+    """The whole of the regular file `path`, or None when it holds more than `limit_bytes`.
+
+    For a file found rather than named (a settings file above the current folder), which
+    is skipped when too large: the size is taken from the open descriptor, so a file over
+    the limit (a sparse one of gigabytes) costs no read at all.
+
+    Raises:
+        UnreadableFile: `path` cannot be opened or read, or is not a regular file.
+    """
+    with open_regular(path) as file:
+        if os.fstat(file.fileno()).st_size > limit_bytes:
+            return None
+        try:
+            data = file.read(limit_bytes + 1)
+        except OSError as error:
+            raise UnreadableFile(path, error.strerror or str(error)) from None
+    return data if len(data) <= limit_bytes else None  # it grew since the fstat
+
+
 def iter_pipe(
     file: BinaryIO, path: Path, chunk_bytes: int, writer_wait_s: float = WRITER_WAIT_S
 ) -> Iterator[bytes]:

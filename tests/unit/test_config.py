@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
-from postmortem.config import Settings, load_settings
+from postmortem.config import MAX_LIST_ITEMS, Settings, load_settings
 from postmortem.errors import ConfigError, ExitStatus
 
 
@@ -63,8 +65,10 @@ def test_an_untrusted_project_keeps_its_data_settings_but_names_no_program(homes
     assert (settings.nvdisasm, settings.cuda_gdb) == ("/opt/nvdisasm", None)
     assert settings.origin("nvdisasm") == f"user config {user}"
     assert [w.split(" = ")[0].rsplit(" ", 1)[1] for w in settings.warnings] == [
-        "nvdisasm", "cuda-gdb",
+        "nvdisasm", "cuda-gdb", "rules",
     ]  # fmt: skip
+    # AND the rules are taken, with a warning that they change how crashes group
+    assert "change how crashes group" in settings.warnings[-1]
 
 
 @pytest.mark.parametrize(
@@ -158,3 +162,61 @@ def test_a_pyproject_that_is_not_utf8_is_ignored(homes):
     _, project = homes
     (project / "pyproject.toml").write_bytes(b'[project]\nname = "\xff"\n')
     assert load_settings(project) == Settings()
+
+
+def test_a_huge_sparse_pyproject_above_is_skipped_unread_with_a_warning(homes):
+    # GIVEN a sparse 3 GiB pyproject.toml (no disk used) in a folder above, that names us
+    user, project = homes
+    _write(user, 'source-dirs = ["/src/mine"]\n')
+    huge = project / "pyproject.toml"
+    huge.write_text('[tool.postmortem]\nsource-dirs = ["evil"]\n')
+    os.truncate(huge, 3 << 30)
+    # WHEN the settings are loaded from below it
+    settings = load_settings(project / "src" / "deep")
+    # THEN it is skipped with one warning naming it, and the user's settings stand
+    assert settings.source_dirs == ("/src/mine",)
+    assert settings.files == (user,)
+    (warning,) = settings.warnings
+    assert (
+        warning
+        == f"{huge}: skipped: larger than 4,194,304 bytes, the most a settings file may hold"
+    )
+
+
+@pytest.mark.parametrize(
+    ("key", "entry", "field"),
+    [("source-dirs", "src{}", "source_dirs"), ("map-paths", "/b{}=/h{}", "map_paths")],
+)
+def test_a_project_s_long_list_is_cut_to_the_cap_with_a_warning(homes, key, entry, field):
+    # GIVEN a project that sets 100,000 entries of a list
+    _, project = homes
+    entries = ", ".join(f'"{entry.format(i, i)}"' for i in range(100_000))
+    _write(project / "pyproject.toml", f"[tool.postmortem]\n{key} = [{entries}]\n")
+    # WHEN its settings are loaded
+    settings = load_settings(project)
+    # THEN the first MAX_LIST_ITEMS are kept, and one warning names the cap
+    kept = getattr(settings, field)
+    assert len(kept) == MAX_LIST_ITEMS
+    assert kept[-1].endswith(entry.format(MAX_LIST_ITEMS - 1, MAX_LIST_ITEMS - 1))
+    (warning,) = settings.warnings
+    assert warning == (
+        f"{project / 'pyproject.toml'}: {key} has 100,000 entries; only the first "
+        f"{MAX_LIST_ITEMS:,} are used (the most a settings file may set)"
+    )
+
+
+def test_the_user_s_long_lists_are_cut_too(homes):
+    user, project = homes
+    _write(user, "trusted-projects = [" + ", ".join(f'"/p{i}"' for i in range(1000)) + "]\n")
+    settings = load_settings(project)
+    assert (
+        len(settings.warnings) == 1 and "trusted-projects has 1,000 entries" in settings.warnings[0]
+    )
+
+
+def test_a_trusted_project_s_rules_give_no_warning(homes):
+    user, project = homes
+    _write(user, f'trusted-projects = ["{project}"]\n')
+    _write(project / "pyproject.toml", '[tool.postmortem]\nrules = "r.json"\n')
+    settings = load_settings(project)
+    assert settings.rules == str(project / "r.json") and settings.warnings == ()

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import os
+import random
 import time
 from pathlib import Path
 
@@ -11,6 +13,8 @@ import pytest
 
 from postmortem.analysis.fault.source import PathMap
 from postmortem.analysis.fleet.signature import (
+    MAX_LIBRARY_PATHS,
+    MAX_PATTERN_CHARS,
     MAX_RULES_BYTES,
     SIGNATURE_VERSION,
     SignatureInput,
@@ -266,3 +270,68 @@ def test_wrapper_kernels_of_different_operators_key_apart():
     assert keys[1].kernel == (
         "cutlass::device_kernel<flash::enable_sm90_or_later<flash::FlashAttnFwdSm90<>>>"
     )
+
+
+def _tails_match(file, patterns):
+    """What a library path means, said plainly: fnmatch on the whole path or any tail."""
+    parts = file.split("/")
+    tails = ["/".join(parts[i:]) for i in range(len(parts))]
+    return any(fnmatch.fnmatchcase(tail, p) for p in patterns for tail in tails)
+
+
+def test_library_paths_agree_with_fnmatch_on_every_tail():
+    # GIVEN random patterns (stars, ?, brackets, a lone '[') and random paths
+    rng = random.Random(36)
+    atoms = ["a", "b", "/", "*", "?", "[ab]", "[!a]", "[]a]", "[", "[*]", "**"]
+    agreed = matched = 0
+    for _ in range(3000):
+        patterns = tuple(
+            "".join(rng.choice(atoms) for _ in range(rng.randint(1, 6)))
+            for _ in range(rng.randint(1, 3))
+        )
+        rules = SignatureRules("random", patterns, 1)
+        for _ in range(10):
+            file = "".join(rng.choice(["a", "b", "/", "ab", "*", "["]) for _ in range(8))
+            # THEN is_library says what fnmatch on each tail says
+            expected = _tails_match(file, patterns)
+            assert is_library(file, rules) is expected, (patterns, file)
+            agreed += 1
+            matched += expected
+    assert matched > agreed // 10
+
+
+def test_many_library_paths_against_a_long_path_are_still_right():
+    # GIVEN the most patterns a rules file may set, each with stars, and a deep path
+    patterns = tuple(f"a*a*a*x{i}" for i in range(MAX_LIBRARY_PATHS))
+    rules = SignatureRules("many", patterns, 1)
+    deep = "/".join(["a" * 20] * 200)
+    # THEN only a path whose tail one of them matches is a library's
+    assert not is_library(deep, rules)
+    assert is_library(f"{deep}/x{MAX_LIBRARY_PATHS - 1}", rules)
+    assert is_library(f"{deep}x7", rules)  # '*' crosses '/'
+
+
+def test_past_the_cap_the_first_library_paths_are_used_with_a_warning(tmp_path):
+    # GIVEN a rules file of 200,000 library paths (1.6 MB: under the bytes cap)
+    path = tmp_path / "rules.json"
+    paths = [f"lib{i}/*" for i in range(200_000)]
+    path.write_text(json.dumps({"name": "big", "library_paths": paths, "top_frames": 2}))
+    warnings = []
+    # WHEN it is read
+    rules = load_rules(path, warnings.append)
+    # THEN the first MAX_LIBRARY_PATHS are used, and one line says so, naming the file
+    assert rules.library_paths == tuple(paths[:MAX_LIBRARY_PATHS])
+    assert warnings == [
+        f"{path}: 200,000 library_paths; only the first {MAX_LIBRARY_PATHS:,} are used, "
+        f"the most read"
+    ]
+    assert is_library("/x/lib0/a.h", rules) and not is_library(
+        f"/x/lib{MAX_LIBRARY_PATHS}/a.h", rules
+    )
+
+
+def test_a_library_path_past_the_longest_is_refused(tmp_path):
+    path = tmp_path / "rules.json"
+    path.write_text(json.dumps({"library_paths": ["*a" * MAX_PATTERN_CHARS], "top_frames": 1}))
+    with pytest.raises(ValueError, match=r"^signature rules: a library path of 8,192 characters"):
+        load_rules(path)

@@ -30,12 +30,11 @@ algorithm never silently merges its groups with older ones.
 
 from __future__ import annotations
 
-import fnmatch
 import hashlib
 import json
 import posixpath
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -44,6 +43,7 @@ from typing import Any
 from postmortem.analysis.analyze import Analysis
 from postmortem.analysis.fault.inline import SOURCE_FILE, FrameName
 from postmortem.analysis.fault.source import PathMap
+from postmortem.analysis.fleet.library_paths import matches_library
 from postmortem.cubin.inspect import clone_parts
 from postmortem.cubin.sass import SourceFrame
 from postmortem.demangle import normalize_kernel, normalize_name
@@ -54,6 +54,10 @@ SIGNATURE_VERSION = 3
 """Bumped whenever the algorithm changes what it groups together."""
 MAX_RULES_BYTES = 4 << 20
 """The largest rules file read (the packaged one is a few hundred bytes)."""
+MAX_LIBRARY_PATHS = 1024
+"""The most library paths used (the packaged rules have 16): each is tried on every frame."""
+MAX_PATTERN_CHARS = 4096
+"""The longest library path pattern (a path is at most 4,096 bytes on Linux)."""
 
 _KEY_PARTS = {
     1: ("exception", "kernel", "offset", "frames"),
@@ -80,13 +84,19 @@ class SignatureRules:
         return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
-def load_rules(path: Path | None = None) -> SignatureRules:
+def load_rules(
+    path: Path | None = None, warn: Callable[[str], None] | None = None
+) -> SignatureRules:
     """The rules in `path`, or the packaged default rules.
+
+    Of more than `MAX_LIBRARY_PATHS` library paths, the first are kept, and `warn` is told
+    so in one line.
 
     Raises:
         UnreadableFile: `path` cannot be read, is not a regular file, or is larger than a
             rules file can be (`MAX_RULES_BYTES`).
-        ValueError: the rules are not JSON, or not rules.
+        ValueError: the rules are not JSON, or not rules (a pattern longer than
+            `MAX_PATTERN_CHARS` among them).
     """
     try:
         if path is None:
@@ -103,6 +113,19 @@ def load_rules(path: Path | None = None) -> SignatureRules:
         raise ValueError("signature rules: not JSON: nested too deeply") from None
     if top < 1:
         raise ValueError(f"signature rules: top_frames must be at least 1, not {top}")
+    longest = max(paths, key=len, default="")
+    if len(longest) > MAX_PATTERN_CHARS:
+        raise ValueError(
+            f"signature rules: a library path of {len(longest):,} characters "
+            f"(the most is {MAX_PATTERN_CHARS:,})"
+        )
+    if len(paths) > MAX_LIBRARY_PATHS:
+        if warn is not None:
+            warn(
+                f"{path}: {len(paths):,} library_paths; only the first {MAX_LIBRARY_PATHS:,} "
+                f"are used, the most read"
+            )
+        paths = paths[:MAX_LIBRARY_PATHS]
     return SignatureRules(str(data.get("name", "custom")), paths, top)
 
 
@@ -196,9 +219,7 @@ def normalize_path(file: str, path_maps: Sequence[PathMap] = ()) -> str:
 
 def is_library(file: str, rules: SignatureRules) -> bool:
     """True when `file` (normalized) lies in one of the rules' library paths."""
-    parts = file.split("/")
-    tails = ["/".join(parts[i:]) for i in range(len(parts))]
-    return any(fnmatch.fnmatchcase(tail, p) for p in rules.library_paths for tail in tails)
+    return matches_library(file, rules.library_paths)
 
 
 def normalize_frames(
