@@ -8,6 +8,10 @@ events are drained in batches, and at the end with a time limit. An event counts
 delivered when its batch drained with no loss reported for it; a Sentry that cannot be
 reached is a warning, never a failed command, and what it did not get is sent again next
 time (with the same event id, see `postmortem.scan.triage`).
+
+An event leaves the machine for a shared project, so every string it carries, the report
+attached included, has its secrets and home folders hidden (`postmortem.host.redact`),
+whatever `--no-redact` asked of the report: the dump's path is ``~/…``, not the user's home.
 """
 
 from __future__ import annotations
@@ -21,8 +25,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from postmortem.errors import BadOption, MissingExtra
-from postmortem.scan.row import DumpRow
-from postmortem.scan.triage import ATTACHMENT_LIMIT_BYTES, triage_event
+from postmortem.host.redact import redact_strings
+from postmortem.scan.row import DumpRow, Triage
+from postmortem.scan.triage import ATTACHMENT_LIMIT_BYTES, TriageEvent, triage_event
 
 if TYPE_CHECKING:
     import sentry_sdk
@@ -90,6 +95,17 @@ def sentry_target(dsn: str) -> SentryTarget:
     return SentryTarget(dsn, f"{parsed.host} project {parsed.project_id}", digest)
 
 
+def redacted_event(
+    row: DumpRow, triage: Triage, limit_bytes: int = ATTACHMENT_LIMIT_BYTES
+) -> TriageEvent:
+    """The event of `row` (`postmortem.scan.triage.triage_event`) with every string it
+    carries redacted: the report before it is cut to `limit_bytes`, the dump's path, tags and
+    contexts. The event id, a digest of the dump's own path and content, is kept."""
+    made = triage_event(row, redact_strings(triage), limit_bytes)
+    event = {**redact_strings(made.event), "event_id": made.event_id}
+    return TriageEvent(made.event_id, event, made.attachment, redact_strings(made.attachment_name))
+
+
 def _sdk(module: str) -> Any:
     if importlib.util.find_spec("sentry_sdk") is None:
         raise MissingExtra("--sentry-dsn", "sentry", "sentry-sdk")
@@ -130,7 +146,7 @@ class SentrySink:
         if self._given_up:
             self._failed += 1
             return None
-        made = triage_event(row, row.triage, self._limit)
+        made = redacted_event(row, row.triage, self._limit)
         attachment = self._attachment(
             bytes=made.attachment, filename=made.attachment_name, content_type="text/markdown"
         )
