@@ -348,6 +348,29 @@ class EngineUnreachable(PostmortemError):
 
 
 @dataclass(eq=False)
+class EngineDied(PostmortemError):
+    """The distributed engine a scan ran on died before every dump came back."""
+
+    option: str
+    """The option that chose it, e.g. "--engine ray"."""
+    reason: str
+    """What the engine said of its death, e.g. "the task's local raylet died"."""
+    done: int
+    """Dumps whose rows came back before it died."""
+    left: int
+    """Dumps whose rows did not."""
+
+    exit_status: ClassVar[ExitStatus] = ExitStatus.TOOL
+    hint = "check the cluster, then scan again (the scan cache, when used, keeps the rows done)"
+
+    def __str__(self) -> str:
+        return (
+            f"{self.option}: the cluster died during the scan ({self.reason}); "
+            f"{self.done} dump(s) analyzed, {self.left} not"
+        )
+
+
+@dataclass(eq=False)
 class ConfigError(PostmortemError):
     """A settings file (postmortem.toml, or a pyproject.toml's [tool.postmortem]) that cannot
     be used."""

@@ -73,6 +73,10 @@ GENERATION_FLAGS: dict[int, str] = {
 }
 
 
+LOST_EXCEPTION = "an exception whose code was lost with the warp's lane rows"
+"""What a fault is called when its warp's lane rows are lost and no SM row names a code."""
+
+
 def describe_exception(code: int) -> str:
     """The exception's name in words, as cuda-gdb spells it; a reserved code says so, and
     an unknown one is given by number."""
@@ -445,11 +449,16 @@ class Fault:
     """True when `lane` and `thread_idx` are not a faulting lane the dump records but the
     warp's first valid lane (the lowest bit of its valid-lanes mask), named for a warp-row
     fault as cuda-gdb and LLDB name it; the fault's source stays `WARP`."""
+    lanes_lost: bool = False
+    """True when the warp's lane rows, which hold the exception code, are lost (their table
+    set aside or zero-filled): `exception` is then the SM row's, or None."""
 
     @property
     def exception_name(self) -> str:
         if self.source is FaultSource.TRAP:
             return "Stopped at a trap"
+        if self.exception is None and self.lanes_lost:
+            return LOST_EXCEPTION
         if self.exception is None:
             return "an exception the dump does not name"
         return describe_exception(self.exception)

@@ -79,6 +79,20 @@ def lost_rows(findings: tuple[Finding, ...]) -> str | None:
     )
 
 
+_WARP_TABLES = frozenset({t.SM_TABLE, t.CTA_TABLE, t.WP_TABLE, t.LN_TABLE})
+"""The tables whose rows are warps and lanes, or hold them."""
+
+
+def lost_warps(core: Coredump) -> str | None:
+    """When rows of warps or lanes were lost (their tables set aside, cut short or
+    zero-filled), what was lost (one line); None when every one was read. A pattern read off
+    the warps left proves nothing: a lost warp may be the one the others wait for."""
+    for damage in core.damage:
+        if damage.section_type in _WARP_TABLES and damage.kind is not DamageKind.ROOT_IMAGE:
+            return damage.message
+    return next((f.message for f in _zero_filled(core)), None)
+
+
 def _zero_filled(core: Coredump) -> list[Finding]:
     """Warp and lane tables whose every byte is zero: no driver writes one (a warp row names
     its valid lanes, a lane row its PC), so what they held was lost (a dump zeroed by a

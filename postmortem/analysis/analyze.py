@@ -23,7 +23,7 @@ from postmortem.analysis.provenance import (
     tool_uses,
 )
 from postmortem.analysis.state import KernelState, gpu_state, kernel_code, warp_pcs
-from postmortem.analysis.verdict import Verdict, VerdictKind, decide
+from postmortem.analysis.verdict import Verdict, VerdictKind, decide, without_claims
 from postmortem.codemap import CodeMap
 from postmortem.coredump import Coredump, open_coredump
 from postmortem.coredump.elf import MappedFile
@@ -33,7 +33,7 @@ from postmortem.gdb import GdbSession, run_cuda_gdb
 from postmortem.host.reader import read_host_logs
 from postmortem.host.redact import redact_strings
 from postmortem.model import Module, TextEnum
-from postmortem.salvage import dump_findings, lost_rows
+from postmortem.salvage import dump_findings, lost_rows, lost_warps
 from postmortem.summary import DumpSummary, summarize
 from postmortem.tools import ToolChoice, locate_tool, tool_version
 from postmortem.urls import DumpUrl
@@ -150,7 +150,9 @@ def _analyze(
     state = gpu_state(core, code_map, warps)
     hang = None
     if options.mode is AnalysisMode.HANG or (options.mode is AnalysisMode.AUTO and not sites):
-        hang = analyze_hang(core, warps, options.localize, code_map)
+        hang = without_claims(
+            analyze_hang(core, warps, options.localize, code_map), lost_warps(core)
+        )
     check, note, gdb_ran = _second_opinion(core, gdb, summary, code_map)
     sites, check = named_by_gdb(sites, check)
     builds = build_provenance(code_map, _modules_that_matter(core, code_map, sites, state))

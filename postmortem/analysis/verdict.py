@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import Enum
 
 from postmortem.analysis.fault.fault import FaultSite
 from postmortem.analysis.hang.hang import HangAnalysis
 from postmortem.analysis.state import KernelState
 from postmortem.demangle import heading_name
-from postmortem.findings import Severity
-from postmortem.model import FaultSource, describe_exception
+from postmortem.findings import Finding, FindingCode, Severity
+from postmortem.model import LOST_EXCEPTION, FaultSource, describe_exception
 
 
 class VerdictKind(Enum):
@@ -43,7 +43,23 @@ def site_title(site: FaultSite) -> str:
         return describe_exception(site.exception)
     if site.faults and all(f.source is FaultSource.TRAP for f in site.faults):
         return "stopped at a trap"
+    if any(f.lanes_lost for f in site.faults):
+        return LOST_EXCEPTION
     return "an unnamed exception"
+
+
+def without_claims(hang: HangAnalysis, lost: str | None) -> HangAnalysis:
+    """`hang` with its findings withheld when rows of warps or lanes were lost (`lost`, from
+    `salvage.lost_warps`): each pattern is read off the warps left, and a lost one may be
+    the warp the others wait for, or the one that would end a spin. A note says why."""
+    if lost is None or not hang.findings:
+        return hang
+    note = Finding(
+        FindingCode.HANG_LIMITED, Severity.INFO,
+        f"no deadlock pattern is claimed: {len(hang.findings)} were read off the warps left, "
+        f"and a lost warp may be the one they wait for ({lost})",
+    )  # fmt: skip
+    return replace(hang, findings=(), notes=(*hang.notes, note))
 
 
 def decide(

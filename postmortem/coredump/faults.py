@@ -89,24 +89,38 @@ def _warp_faults(core: Coredump, locate: Locate, skip: set[RowRef]) -> list[Faul
         if warp.is_broken and not sm.exception:
             continue
         skip.add(ref)
-        lane, thread_idx = _first_valid_lane(core, warp)
+        lost = lanes_lost(core, warp)
+        lane, thread_idx = _first_valid_lane(core, warp, lost)
+        # An SM row's 0 is "no exception" (the lane rows hold the code), never a code.
         found.append(
             Fault(
-                FaultSource.WARP, sm.exception, warp.error_pc, warp.device_index, warp.sm_id,
-                warp.grid_id, warp.block_idx, warp.warp_id, lane, thread_idx, None,
+                FaultSource.WARP, sm.exception or None, warp.error_pc, warp.device_index,
+                warp.sm_id, warp.grid_id, warp.block_idx, warp.warp_id, lane, thread_idx, None,
                 locate(warp.device_index, warp.error_pc),
-                warp_record=warp, lane_chosen=lane is not None,
+                warp_record=warp, lane_chosen=lane is not None, lanes_lost=lost,
             )
         )  # fmt: skip
     return found
 
 
-def _first_valid_lane(core: Coredump, warp: Warp) -> tuple[int | None, Dim3 | None]:
+def lanes_lost(core: Coredump, warp: Warp) -> bool:
+    """Whether the lane rows of a warp that has lanes are lost: no usable lane table hangs
+    from its row (set aside, or never written), or every one is zero-filled (no driver
+    writes a zero row: it names its lane and PC). The exception codes they held are lost
+    with them, and nothing read from a zero row is a thread."""
+    if warp.valid_lanes_mask is not None and not warp.valid_lanes_mask & 0xFFFF_FFFF:
+        return False  # no valid lane: no lane row is owed
+    tables = core.tables.children(warp.ref, t.LN_TABLE)
+    return not any(core.tables.data(section).strip(b"\0") for section in tables)
+
+
+def _first_valid_lane(core: Coredump, warp: Warp, lost: bool) -> tuple[int | None, Dim3 | None]:
     """The lane cuda-gdb and LLDB name for a fault the warp row records: the lowest bit of
     the valid-lanes mask (the lowest lane row's id when the row holds no mask), with the
-    thread index its row gives; (None, None) for a warp with no valid lane, which LLDB shows
-    as a lane-less stand-in."""
-    rows = {lane.lane: lane for lane in core.lanes(warp) if lane.lane is not None}
+    thread index its row gives (none when the lane rows are `lost`); (None, None) for a
+    warp with no valid lane, which LLDB shows as a lane-less stand-in."""
+    lanes = () if lost else core.lanes(warp)
+    rows = {lane.lane: lane for lane in lanes if lane.lane is not None}
     mask = warp.valid_lanes_mask
     if mask is None:
         first = min(rows, default=None)
@@ -125,7 +139,9 @@ def _trap_warps(core: Coredump, locate: Locate, skip: set[RowRef]) -> list[Fault
         if ref in skip:
             continue
         warp = _warp_at(core, ref)
-        pc = warp.error_pc if warp.error_pc is not None else _warp_pc(core, warp)
+        pc = warp.error_pc
+        if pc is None and not lanes_lost(core, warp):  # a zero row's PC 0 is no PC
+            pc = _warp_pc(core, warp)
         found.append(
             Fault(
                 FaultSource.TRAP, None, pc, warp.device_index, warp.sm_id, warp.grid_id,

@@ -7,6 +7,10 @@ blocks of those ranges are fetched, neighbours merged, several at once. Reading 
 costs its ELF header, its section header table, its tables and the one image the fault
 needs: megabytes, for a dump of any size. A compressed object cannot be read by ranges: it
 is streamed once through the same decompressor, with the same budget, as a local one.
+
+Ranged reads of an object replaced between two of them would mix two dumps into one that
+never existed: after each read the object's identity (whatever the store gives of ETag,
+version, generation, size, modification time, inode) is asked again and must not have moved.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ _GAP_BLOCKS = 8
 # Missing runs closer than this many blocks are fetched as one range: reading 512 KiB more
 # is cheaper than another round trip to the store.
 _BATCH = 64  # ranges per cat_ranges call: concurrent in the async stores (s3fs, gcsfs)
+_DELETED = "changed while read (deleted from the store): no report of a mix of two dumps"
 
 
 class RemoteFile:
@@ -62,6 +67,7 @@ class RemoteFile:
         self.version = version_tag(info)
         """The store's version of the object (ETag, generation, mtime), or None."""
         self.mtime = modified_time(info)
+        self._identity = object_identity(info)
         if self.stored_size == 0:
             raise NotAnElfFile(path, "the file is empty")
         try:
@@ -142,13 +148,27 @@ class RemoteFile:
             try:
                 chunks = self._fs.cat_ranges([self._key] * len(batch), starts, ends)
             except Exception as error:  # noqa: BLE001
-                raise UnreadableFile(self.path, _describe(error)) from None
-            for start, chunk in zip(starts, chunks, strict=True):
+                raise self._failed(error) from None
+            for start, end, chunk in zip(starts, ends, chunks, strict=True):
                 if isinstance(chunk, BaseException):
-                    raise UnreadableFile(self.path, _describe(chunk))
+                    raise self._failed(chunk)
                 self.requests += 1
                 self.bytes_fetched += len(chunk)
+                if len(chunk) != end - start:
+                    self._check_identity()  # names the change when the store says one
+                    raise UnreadableFile(
+                        self.path, f"changed while read (bytes {start:,}-{end:,} came back "
+                        f"as {len(chunk):,} bytes): no report of a mix of two dumps",
+                    )  # fmt: skip
                 self._store(start, chunk)
+        if runs:
+            self._check_identity()
+
+    def _failed(self, error: BaseException) -> UnreadableFile:
+        # The object was there when opened: gone now, it changed while read.
+        if isinstance(error, FileNotFoundError):
+            return UnreadableFile(self.path, _DELETED)
+        return UnreadableFile(self.path, _describe(error))
 
     def _fetch_range(self, start: int, end: int) -> bytes:
         try:
@@ -160,25 +180,30 @@ class RemoteFile:
         return data
 
     def check_unchanged(self) -> None:
-        """Raise unless the object is still the version first seen: ranged reads of an object
+        """Raise unless the object is still the one first seen: ranged reads of an object
         replaced while it was read would mix two dumps into one that never existed.
 
         Raises:
-            UnreadableFile: the store now holds another version, or cannot say.
+            UnreadableFile: the store now holds another object, or cannot say.
         """
-        if self.version is None:
-            return
+        self._check_identity()
+
+    def _check_identity(self) -> None:
         try:
             self._fs.invalidate_cache(self._key)
-            now = version_tag(self._fs.info(self._key))
+            now = object_identity(self._fs.info(self._key))
+        except FileNotFoundError:
+            raise UnreadableFile(self.path, _DELETED) from None
         except Exception as error:  # noqa: BLE001 - every store raises its own errors
             raise UnreadableFile(self.path, _describe(error)) from None
         self.requests += 1
-        if now != self.version:
+        moved = next((k for k, v in self._identity.items() if now.get(k) != v), None)
+        if moved is not None:
             raise UnreadableFile(
                 self.path,
-                f"changed while read (version {self.version} when opened, {now} now): "
-                "no report of a mix of two dumps; scan it again once it is written",
+                f"changed while read ({moved} {self._identity[moved]} when opened, "
+                f"{now.get(moved)} now): no report of a mix of two dumps; read it again once "
+                "it is written",
             )
 
     def _store(self, offset: int, data: bytes) -> None:
@@ -268,6 +293,17 @@ def version_tag(info: dict[str, Any]) -> str | None:
             return f"{key}:{str(value).strip(chr(34))}"
     modified = modified_time(info)
     return None if modified is None else f"mtime:{modified}"
+
+
+_IDENTITY = ("ETag", "etag", "generation", "VersionId", "version_id", "md5Hash", "size",
+             "LastModified", "mtime", "updated", "last_modified", "modificationTime",
+             "created", "ino")  # fmt: skip
+"""What an object's `info()` may say that moves when it is replaced (stores give a few)."""
+
+
+def object_identity(info: dict[str, Any]) -> dict[str, str]:
+    """Whatever of `_IDENTITY` the store gives for an object, as text."""
+    return {k: str(info[k]).strip('"') for k in _IDENTITY if info.get(k) is not None}
 
 
 def modified_time(info: dict[str, Any]) -> float | None:

@@ -17,10 +17,10 @@ from postmortem.analysis.analyze import Analysis, AnalysisMode, AnalyzeOptions
 from postmortem.analysis.fault.fault import localize
 from postmortem.analysis.hang.hang import analyze_hang
 from postmortem.analysis.state import gpu_state, warp_pcs
-from postmortem.analysis.verdict import decide
+from postmortem.analysis.verdict import decide, without_claims
 from postmortem.codemap import CodeMap
 from postmortem.coredump import open_coredump
-from postmortem.salvage import dump_findings, lost_rows
+from postmortem.salvage import dump_findings, lost_rows, lost_warps
 from postmortem.scan.build import build_key
 from postmortem.scan.instruction import InstructionMemo
 from postmortem.summary import summarize
@@ -60,7 +60,7 @@ def lean_analysis(
         state = gpu_state(core, code_map, warps)
         hang = None
         if options.mode is AnalysisMode.HANG or (options.mode is AnalysisMode.AUTO and not sites):
-            hang = analyze_hang(core, warps, native, code_map)
+            hang = without_claims(analyze_hang(core, warps, native, code_map), lost_warps(core))
         summary = replace(summary, findings=dump_findings(core, code_map))
         if memo is not None and sites and options.localize.disassemble:
             at_pc = AtPc(*memo.row_facts(core, code_map, sites[0], options.localize))

@@ -10,7 +10,12 @@ else a Ray started for this scan on this machine.
 
 A task past `--timeout` is a "timeout" row (its analysis is left to finish in its worker, as
 on Dask); a task whose worker died on each of Ray's tries is a "crashed" row; any other
-failure an "error" row. One row comes back per dump.
+failure an "error" row. One row comes back per dump, unless the cluster itself dies (its
+raylet, a node, the control store): that ends the scan with one line, `EngineDied`.
+
+A Ray started for the scan keeps its session folder (sockets, logs) in a temporary folder of
+its own, removed when the scan ends; without a token of the user's, it is given one in its
+environment, so that Ray writes none to ``~/.ray``.
 """
 
 from __future__ import annotations
@@ -18,6 +23,8 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import secrets
+import shutil
 import sys
 import tempfile
 import threading
@@ -27,7 +34,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from postmortem.errors import EngineUnreachable, MissingExtra
+from postmortem.errors import EngineDied, EngineUnreachable, MissingExtra
 from postmortem.scan.dask_engine import oneline, portable, scan_task
 from postmortem.scan.row import DumpRow, RowStatus
 from postmortem.scan.worker import WorkOptions, lost_row, report_path
@@ -48,45 +55,61 @@ class RayEngine:
         self._address = address
         self._work = work
         self._timeout_s = timeout_s
+        self._session: str | None = None  # the temporary folder of a Ray started here
+        self._died: tuple[type[BaseException], ...] = ()
+        self._done = 0
 
     def run(self, paths: Sequence[Path], on_row: Callable[[DumpRow], None]) -> None:
         """Scan every path on the cluster, calling `on_row` here as each row arrives.
 
         Raises:
             EngineUnreachable: the cluster cannot be reached.
+            EngineDied: the cluster died before every row came back.
             MissingExtra: Ray is not installed.
             KeyboardInterrupt: interrupted, once the tasks not yet finished are cancelled.
         """
         if not paths:
             return
         ray = _ray()
-        self._connect(ray)
-        try:
-            self._scan(ray, paths, on_row)
-        finally:
-            with contextlib.suppress(Exception):  # the cluster gone: nothing left to close
-                ray.shutdown()
+        self._died = _died(ray)
+        # Without an address: RAY_ADDRESS's cluster, else a Ray of this scan's own ("local"),
+        # never the last one started on this machine, which Ray's default would try, gone or not.
+        address = self._address
+        if address is None and not os.environ.get("RAY_ADDRESS"):
+            address = "local"
+        with _own_token(address == "local"):
+            try:
+                self._connect(ray, address)
+                self._scan(ray, paths, on_row)
+            except self._died as error:
+                raise EngineDied(
+                    "--engine ray", _death(error), self._done, len(paths) - self._done
+                ) from None
+            finally:
+                with contextlib.suppress(Exception):  # the cluster gone: nothing left to close
+                    ray.shutdown()
+                if self._session is not None:
+                    shutil.rmtree(self._session, ignore_errors=True)
 
-    def _connect(self, ray: Any) -> None:
+    def _connect(self, ray: Any, address: str | None) -> None:
         # ray.init keeps retrying an address that does not answer (minutes): it runs in a
         # thread of its own, given up on at CONNECT_TIMEOUT_S or the scan's --timeout.
         if self._address is None:
             limit = START_TIMEOUT_S
         else:
             limit = min(CONNECT_TIMEOUT_S, self._timeout_s)
-        # Without an address: RAY_ADDRESS's cluster, else a Ray of this scan's own ("local"),
-        # never the last one started on this machine, which Ray's default would try, gone or not.
-        address = self._address
-        if address is None and not os.environ.get("RAY_ADDRESS"):
-            address = "local"
         made: list[bool] = []
         failed: list[Exception] = []
+        own: dict[str, Any] = {}
+        if address == "local":
+            self._session = tempfile.mkdtemp(prefix="postmortem-ray-")
+            own["_temp_dir"] = self._session
 
         def connect() -> None:
             try:
                 ray.init(
                     address=address, include_dashboard=False, log_to_driver=False,
-                    logging_level=logging.ERROR, configure_logging=True,
+                    logging_level=logging.ERROR, configure_logging=True, **own,
                 )  # fmt: skip
                 made.append(True)
             except Exception as error:  # ConnectionError, ValueError for a bad address
@@ -139,6 +162,7 @@ class RayEngine:
                     ready += more
                 for ref in ready:
                     on_row(self._row(ray, ref, waiting.pop(ref)))
+                    self._done += 1
         except KeyboardInterrupt:
             for ref in waiting:
                 with contextlib.suppress(Exception):  # stopping anyway
@@ -151,6 +175,8 @@ class RayEngine:
         except ray.exceptions.WorkerCrashedError:
             message = "worker process died (Ray gave up on the task: its workers died)"
             return lost_row(path, RowStatus.CRASHED, message, 0.0)
+        except self._died:
+            raise  # the cluster, not this dump: the scan ends
         except Exception as error:
             cause = getattr(error, "cause", None) or error  # a RayTaskError's own exception
             message = f"internal error: {type(cause).__name__}: {oneline(cause)}"
@@ -158,6 +184,37 @@ class RayEngine:
         # The report as a local scan names it (the worker wrote it under the absolute path).
         report = report_path(row.path, self._work) if row.report is not None else None
         return replace(row, report=None if report is None else str(report))
+
+
+def _died(ray: Any) -> tuple[type[BaseException], ...]:
+    """Ray's errors that say the cluster died, not a task."""
+    raised = ray.exceptions
+    return (raised.LocalRayletDiedError, raised.NodeDiedError, raised.RaySystemError)
+
+
+def _death(error: BaseException) -> str:
+    # Ray's own words, first line, less its "Check raylet.out" advice (the session is gone).
+    return oneline(error).split(". Check ")[0].rstrip(".")
+
+
+_AUTH = ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH")
+
+
+@contextlib.contextmanager
+def _own_token(started: bool) -> Iterator[None]:
+    """For a Ray `started` here, a token in this process's environment when the user has
+    none, so that `ray.init` writes none to ``~/.ray/auth_token`` (the environment is put
+    back after: `ray.init` sets RAY_AUTH_MODE in it too)."""
+    home = Path.home() / ".ray" / "auth_token"
+    if not started or any(v in os.environ for v in _AUTH) or home.exists():
+        yield
+        return
+    os.environ["RAY_AUTH_TOKEN"] = secrets.token_hex(32)
+    try:
+        yield
+    finally:
+        for variable in _AUTH:
+            os.environ.pop(variable, None)
 
 
 _NO_TOKEN = "InvalidAuthToken"

@@ -156,7 +156,7 @@ def run_scan(
         if events is not None:
             warnings = events.close(cache, settings)
         if cache is not None:
-            cache_warnings += _write_failures(cache)
+            cache_warnings += cache.warnings()
             cache.close()
         rows[:] = fill_instructions(rows, code_cache)
         if scratch is not None:
@@ -170,7 +170,7 @@ def run_scan(
         rules = options.owners
         groups = tuple(replace(g, ownership=owners_of(g.signature, rules)) for g in groups)
     scans = None
-    if cache is not None:
+    if cache is not None and not cache.locked:  # locked: the history would wait for it too
         groups, scans = apply_history(cache.path, roots, groups, kept, record=not interrupted)
     return ScanResult(
         rows=tuple(kept), groups=groups, coarse=coarse_groups(groups), gpus=gpus, history=scans,
@@ -224,15 +224,6 @@ def _open_cache(path: Path | None) -> tuple[ScanCache | None, tuple[str, ...]]:
         return ScanCache(path), ()
     except ScanCacheError as error:
         return None, (f"{error}; scanned without the cache (--no-cache says so quietly)",)
-
-
-def _write_failures(cache: ScanCache) -> tuple[str, ...]:
-    if not cache.write_failures:
-        return ()
-    return (
-        f"the scan cache {cache.path}: {cache.write_failures} row(s) could not be written "
-        "(a full disk or a read-only cache?); the next scan analyzes those dumps again",
-    )
 
 
 def _unfollowed_warning(links: Sequence[Path]) -> tuple[str, ...]:

@@ -4,9 +4,13 @@ tests, two CPUs, shared by every test here): the same rows and outputs as a loca
 from __future__ import annotations
 
 import os
+import re
+import shutil
+import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -135,14 +139,22 @@ def test_a_cluster_that_refuses_the_token_is_a_one_line_error_that_says_what_to_
     )
 
 
-def test_without_an_address_a_scan_starts_a_ray_of_its_own(tmp_path):
+@pytest.fixture
+def own_tmp():
+    """A short TMPDIR for a scan's own Ray (its socket paths must stay under 108 bytes)."""
+    folder = Path(tempfile.mkdtemp(prefix="pm-"))
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_without_an_address_a_scan_starts_a_ray_of_its_own(tmp_path, own_tmp):
     require_module("ray", "postmortem[ray] runs scans on a Ray cluster")
     # GIVEN no RAY_ADDRESS (and, maybe, the last Ray started on this machine gone)
     root = tmp_path / "dumps"
     root.mkdir()
     for name in ("a.nvcudmp", "b.nvcudmp"):
         (root / name).write_bytes(OOB.read_bytes())
-    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"} | {"TMPDIR": str(own_tmp)}
     # WHEN scanned on Ray with no address
     out = tmp_path / "scan.jsonl"
     result = scan(root, "--no-cache", "--no-disasm", "--engine", "ray", "--format", "json",
@@ -151,6 +163,70 @@ def test_without_an_address_a_scan_starts_a_ray_of_its_own(tmp_path):
     # started it), and each dump is analyzed
     assert result.returncode == 0, result.stderr
     assert {row["status"] for row in _rows(out).values()} == {"ok"}
+    # AND the session folder of that Ray is gone with it
+    assert list(own_tmp.iterdir()) == []
+
+
+def _processes_naming(text: str) -> list[tuple[int, list[bytes]]]:
+    """The process ids and command lines of the processes whose command line holds `text`."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if text.encode() in b" ".join(argv):
+            found.append((int(entry.name), argv))
+    return found
+
+
+def test_a_raylet_that_dies_ends_the_scan_in_one_line_and_its_session_is_removed(tmp_path, own_tmp):
+    require_module("ray", "postmortem[ray] runs scans on a Ray cluster")
+    # GIVEN a scan on a Ray of its own, its dumps held up by an "nvdisasm" that takes 20 s,
+    # more of them than the CPUs its Ray runs tasks on (the tasks left wait on the raylet)
+    root = tmp_path / "dumps"
+    root.mkdir()
+    dumps = 2 * (os.cpu_count() or 1) + 1
+    for n in range(dumps):
+        (root / f"{n}.nvcudmp").write_bytes(OOB.read_bytes())
+    slow = tmp_path / "nvdisasm"
+    slow.write_text("#!/bin/sh\nsleep 20\n")
+    slow.chmod(0o755)
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"} | {"TMPDIR": str(own_tmp)}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "postmortem", "scan", str(root), "--no-cache", "--no-gdb",
+         "--engine", "ray", "--nvdisasm", str(slow), "--timeout", "120"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+    )  # fmt: skip
+    try:
+        # WHEN its raylet is killed while the tasks run (an "nvdisasm" is running)
+        deadline = time.monotonic() + 120
+        running = [b"/bin/sh", str(slow).encode()]
+        while not any(argv[:2] == running for _, argv in _processes_naming(str(slow))):
+            assert time.monotonic() < deadline, "no task ran"
+            assert process.poll() is None, process.communicate()[1]
+            time.sleep(0.5)
+        raylets = [p for p, argv in _processes_naming(str(own_tmp)) if argv[0].endswith(b"raylet")]
+        assert raylets, "the scan's Ray did not start"
+        for pid in raylets:
+            os.kill(pid, signal.SIGKILL)
+        _, stderr = process.communicate(timeout=120)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    # THEN the scan ends with one line that says the cluster died, not with error rows
+    assert process.returncode == 3, stderr
+    assert "Traceback" not in stderr
+    last = stderr.strip().splitlines()[-1]
+    assert last.startswith("error: --engine ray: the cluster died during the scan (")
+    done, left = map(int, re.search(r"; (\d+) dump\(s\) analyzed, (\d+) not", last).groups())
+    assert done + left == dumps and left > 0
+    # AND the Ray it started left no session folder behind (the folders of the tools its
+    # killed workers ran are theirs)
+    assert list(own_tmp.glob("postmortem-ray-*")) == []
 
 
 def test_an_address_is_for_engine_ray_and_a_scheduler_for_engine_dask(tmp_path):

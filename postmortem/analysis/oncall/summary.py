@@ -25,7 +25,7 @@ from postmortem.analysis.state import KernelState
 from postmortem.analysis.verdict import site_title
 from postmortem.demangle import base_name, collapse_templates, heading_name
 from postmortem.findings import Finding, FindingCode
-from postmortem.model import FaultSource
+from postmortem.model import LOST_EXCEPTION, FaultSource
 from postmortem.salvage import lost_rows
 
 __all__ = ["BestGuess", "OnCallSummary", "ProblemClass", "Statement", "oncall_summary"]
@@ -141,6 +141,8 @@ def _fault_class(site: FaultSite) -> tuple[ProblemClass, str]:
     if site.faults and all(f.source is FaultSource.TRAP for f in site.faults):
         return ProblemClass.TRAP, "a warp stopped at a trap (a breakpoint or __trap())"
     code = site.exception
+    if code is None and any(f.lanes_lost for f in site.faults):
+        return ProblemClass.OTHER_EXCEPTION, LOST_EXCEPTION
     if code is None:
         return ProblemClass.OTHER_EXCEPTION, "an exception the dump does not name"
     named = f"{site_title(site)}, exception {code}"
