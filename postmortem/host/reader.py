@@ -12,11 +12,16 @@ the file holds is recognized by content, by running every parser over the same l
 
 from __future__ import annotations
 
+import math
 import os
+import select
 import stat
+import time
 from collections import deque
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 from postmortem.errors import UnreadableFile
 from postmortem.host.cudaerror import parse_cuda_errors
@@ -134,3 +139,165 @@ def _whole_lines(start: int, data: bytes) -> tuple[int, bytes]:
     if newline < 0:  # one line longer than the tail: keep what there is of it
         return start + 1, data[1:]
     return start + newline + 1, data[newline + 1 :]
+
+
+PIPE_READ_S = 4.0
+"""How long `read_log_tail` reads a pipe whose writer has not finished."""
+
+
+@dataclass(frozen=True, slots=True)
+class LogTail:
+    """The end of a log, as `read_log_tail` read it."""
+
+    data: bytes
+    """Whole lines of the log's end (part of one line, when a line is longer than the read;
+    of a pipe still open, its unfinished last line left out)."""
+    size_bytes: int
+    """Bytes in the file; of a pipe, the bytes it gave."""
+    read_from: int
+    """Where `data` starts in the log: 0 when it was read from its start."""
+    still_open: bool
+    """True for a pipe whose writer had neither finished nor stopped by the limits."""
+
+
+def read_log_tail(
+    path: Path,
+    tail_bytes: int = TAIL_BYTES,
+    *,
+    pipe_s: float = PIPE_READ_S,
+    pipe_bytes: int = _MAX_STREAMED,
+    writer_wait_s: float = WRITER_WAIT_S,
+) -> LogTail:
+    """The last `tail_bytes` of a log, bounded in time as well as in memory.
+
+    A regular file is read from a seek. A pipe is read for `pipe_s` seconds and `pipe_bytes`
+    bytes at most: a writer that never ends (``<(yes)``) or never writes (``<(sleep 1d)``)
+    is left there, `LogTail.still_open` set, and the bytes it gave by then are the log.
+
+    Raises:
+        UnreadableFile: the log is missing, a folder, a device, cannot be read, or is a pipe
+            that no process opened to write in `writer_wait_s`.
+    """
+    problem = host_log_problem(path)
+    if problem is not None:
+        raise UnreadableFile(path, problem)
+    tail_bytes = max(tail_bytes, 1)
+    try:
+        with open_regular(path, pipes=True) as file:
+            info = os.fstat(file.fileno())
+            if stat.S_ISREG(info.st_mode):
+                return _file_tail(file, info.st_size, tail_bytes)
+            pipe = _Pipe(file.fileno(), path, writer_wait_s, time.monotonic() + pipe_s)
+            return _pipe_tail(pipe, tail_bytes, pipe_bytes)
+    except OSError as error:
+        raise UnreadableFile(path, error.strerror or str(error)) from None
+
+
+def _file_tail(file: BinaryIO, size: int, tail_bytes: int) -> LogTail:
+    # The tail is held once: a line cut at its start is skipped by reading again, not by
+    # slicing a copy (a log of one line of a GiB costs the tail, not twice that).
+    if size <= tail_bytes:
+        return LogTail(file.read(tail_bytes), size, 0, still_open=False)
+    start = size - tail_bytes
+    file.seek(start - 1)
+    if file.read(1) != b"\n":  # the tail starts mid-line: it starts at the next line
+        data = file.read(tail_bytes)
+        newline = data.find(b"\n")
+        if newline < 0:  # one line longer than the tail: keep what there is of it
+            return LogTail(data, size, start, still_open=False)
+        del data
+        start += newline + 1
+        file.seek(start)
+    return LogTail(file.read(size - start), size, start, still_open=False)
+
+
+def _pipe_tail(pipe: _Pipe, tail_bytes: int, limit_bytes: int) -> LogTail:
+    kept: deque[bytes] = deque()
+    kept_bytes = total = 0
+    for chunk in pipe.chunks():
+        kept.append(chunk)
+        kept_bytes += len(chunk)
+        total += len(chunk)
+        while kept_bytes - len(kept[0]) >= tail_bytes + 1:
+            kept_bytes -= len(kept.popleft())
+        if total >= limit_bytes:
+            pipe.still_open = True
+            break
+    # The chunks are cut to whole lines before the join: the join is the one copy made.
+    start = 0
+    if total > tail_bytes:  # from the byte before the tail: does the tail start a line?
+        kept[0] = kept[0][kept_bytes - tail_bytes - 1 :]
+        start = total - tail_bytes - 1 + _skip_to_next_line(kept)
+    if pipe.still_open:  # its last line is not finished: what follows could change it
+        _drop_unfinished_line(kept)
+    return LogTail(b"".join(kept), total, start, pipe.still_open)
+
+
+def _skip_to_next_line(chunks: deque[bytes]) -> int:
+    """Drops the bytes of `chunks` up to the first newline, that included, and returns how
+    many; without a newline (one line longer than them all), the first byte only."""
+    dropped = 0
+    for index, chunk in enumerate(chunks):
+        newline = chunk.find(b"\n")
+        if newline >= 0:
+            for _ in range(index):
+                dropped += len(chunks.popleft())
+            chunks[0] = chunk[newline + 1 :]
+            return dropped + newline + 1
+    chunks[0] = chunks[0][1:]
+    return 1
+
+
+def _drop_unfinished_line(chunks: deque[bytes]) -> None:
+    while chunks:
+        newline = chunks[-1].rfind(b"\n")
+        if newline >= 0:
+            chunks[-1] = chunks[-1][: newline + 1]
+            return
+        chunks.pop()
+
+
+@dataclass(slots=True)
+class _Pipe:
+    """A pipe read until its writers close it, or until `deadline` (`time.monotonic`)."""
+
+    fd: int
+    path: Path
+    writer_wait_s: float
+    deadline: float
+    still_open: bool = False
+
+    def chunks(self) -> Iterator[bytes]:
+        # As `postmortem.safefile.iter_pipe`, with every wait bounded by the deadline: a
+        # writer that holds the pipe open without writing is left there too.
+        poller = select.poll()
+        poller.register(self.fd, select.POLLIN)
+        no_writer_until: float | None = None
+        had_writer = False
+        while True:
+            try:
+                chunk: bytes | None = os.read(self.fd, _CHUNK)
+            except BlockingIOError:  # a writer, that has not written yet
+                chunk, had_writer = None, True
+            if chunk:
+                had_writer = True
+                yield chunk
+            elif chunk is not None and had_writer:  # the end: every writer closed it
+                return
+            now = time.monotonic()
+            if had_writer and now >= self.deadline:
+                self.still_open = True
+                return
+            if chunk:
+                continue
+            if had_writer:
+                poller.poll(math.ceil((self.deadline - now) * 1000))
+                continue
+            # No writer yet. A hangup means one came and went without writing a byte.
+            if no_writer_until is None:
+                no_writer_until = now + self.writer_wait_s
+            if now >= no_writer_until:
+                wait = f"waited {self.writer_wait_s:g} s"
+                raise UnreadableFile(self.path, f"a pipe that no process writes to ({wait})")
+            events = poller.poll(math.ceil((no_writer_until - now) * 1000))
+            had_writer = any(event & select.POLLHUP for _, event in events)

@@ -213,8 +213,8 @@ def join_xids(gpus: Sequence[Gpu], xids: Sequence[HostXid]) -> tuple[tuple[Gpu, 
     for xid in xids:
         matches = [gpu.id for gpu in gpus if _same_gpu(gpu, xid)]
         for gid in matches:
-            joined[gid][xid.xid] += 1
-        alone += not matches
+            joined[gid][xid.xid] += xid.count
+        alone += 0 if matches else xid.count
     return tuple(
         replace(gpu, xids=tuple(sorted(joined[gpu.id].items()))) if gpu.id in joined else gpu
         for gpu in gpus

@@ -31,7 +31,7 @@ from postmortem.scan.owners import OwnerRule, owners_of
 from postmortem.scan.row import DumpRow, RowStatus, error_row
 from postmortem.scan.sentry import SentrySink, SentryTarget
 from postmortem.scan.worker import REPORT_FAILED, WorkOptions, report_path, with_names
-from postmortem.scan.xid import read_host_xids
+from postmortem.scan.xid import find_host_xids
 from postmortem.tools import find_tool, tool_version
 from postmortem.urls import DumpUrl, absolute_path
 
@@ -127,6 +127,8 @@ def run_scan(
 ) -> ScanResult:
     """Scan every dump under `roots`. Ctrl-C ends it early with what was finished."""
     started = time.monotonic()
+    # Before the dumps: a host log that cannot be read is an error before any work.
+    host = find_host_xids(options.host_logs) if options.host_logs else None
     unfollowed: list[Path] = []
     candidates = list(
         iter_dumps(roots, follow_symlinks=options.follow_symlinks, unfollowed=unfollowed)
@@ -161,11 +163,10 @@ def run_scan(
         rows[:] = fill_instructions(rows, code_cache)
         if scratch is not None:
             shutil.rmtree(scratch, ignore_errors=True)
-    kept = with_neighbours(_since_kept(rows, todo, options.since))
+    kept, beside_warnings = with_neighbours(_since_kept(rows, todo, options.since))
     kept.sort(key=lambda r: r.path)
     groups, gpus = judge_fleet(kept, group_rows(kept))
-    xids = read_host_xids(options.host_logs) if options.host_logs else None
-    gpus, unjoined = join_xids(gpus, xids or ())
+    gpus, unjoined = join_xids(gpus, host.xids if host else ())
     if options.owners is not None:
         rules = options.owners
         groups = tuple(replace(g, ownership=owners_of(g.signature, rules)) for g in groups)
@@ -174,12 +175,13 @@ def run_scan(
         groups, scans = apply_history(cache.path, roots, groups, kept, record=not interrupted)
     return ScanResult(
         rows=tuple(kept), groups=groups, coarse=coarse_groups(groups), gpus=gpus, history=scans,
-        host_xids=None if xids is None else (len(xids), unjoined), found=len(candidates),
+        host_xids=None if host is None else (host.lines, unjoined), found=len(candidates),
         left_out=len(candidates) - len(todo) + len(rows) - len(kept), interrupted=interrupted,
         seconds=time.monotonic() - started, cache_hits=hits,
         warnings=(
             *_unfollowed_warning(unfollowed), *cache_warnings,
             *_credentials_warning(kept, options.engine), *warnings,
+            *(host.warnings if host else ()), *beside_warnings,
         ),
     )  # fmt: skip
 
