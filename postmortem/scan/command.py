@@ -99,9 +99,14 @@ class ScanRequest:
     outputs: ScanOutputs
 
 
+def _warn(line: str) -> None:
+    """A settings file's pattern or rule over its cap: one line on stderr."""
+    print(escape_controls(f"warning: {line}"), file=sys.stderr)
+
+
 def _rules(path: Path | None) -> SignatureRules:
     try:
-        return load_rules(path)
+        return load_rules(path, _warn)
     except (UnreadableFile, ValueError) as error:
         raise BadOption("--rules", str(error)) from None
 
@@ -172,7 +177,7 @@ def scan_request(
     options = ScanOptions(
         work, jobs=settings.jobs or _usable_cpus(), timeout_s=settings.timeout_s,
         follow_symlinks=settings.follow_symlinks, since=since, cache_path=cache, engine=engine,
-        sentry=sentry, owners=load_owners(settings.owners) if settings.owners else None,
+        sentry=sentry, owners=load_owners(settings.owners, _warn) if settings.owners else None,
         host_logs=settings.host_logs,
     )  # fmt: skip
     outputs = ScanOutputs(fmt, settings.output, settings.jsonl, tty, settings.incident)
