@@ -60,7 +60,11 @@ class FindingCode(Enum):
     PIPELINE_STALLED = "pipeline-stalled"
     """Consumers wait on mbarriers and no live warp is left on the producer's path."""
     COLLECTIVE_WAIT = "collective-wait"
-    """A collective kernel's lanes poll a flag a peer GPU should write."""
+    """Lanes poll a word that no code of their grid writes: a peer GPU, the host or another
+    kernel should."""
+    BUSY_SNAPSHOT = "busy-snapshot"
+    """Warps wait at a barrier or poll while every warp they wait for can still arrive: a
+    running kernel caught in one instant, no deadlock claimed."""
     HANG_LIMITED = "hang-limited"
     MOTION_LIMITED = "motion-limited"
     """What limits a comparison of two dumps (warps judged by PCs alone, a loop that moves)."""

@@ -287,6 +287,16 @@ class Coredump:
         )
         return tuple(lane for lane in found if warp.holds_lane(lane.lane))
 
+    def find_lane_at(self, warp: Warp, pc: int) -> Lane | None:
+        """The first lane of a warp whose PC is `pc`: one row made, not the warp's 32."""
+        for ref, values in self.tables.rows_under(warp.ref, t.LN_TABLE):
+            if values.get("virtual_pc") != pc:
+                continue
+            lane = make_lane(values, warp, ref)
+            if warp.holds_lane(lane.lane):
+                return lane
+        return None
+
     def iter_warps(self, device: Device) -> Iterator[Warp]:
         """Every warp of a device, SM by SM."""
         for sm in self.sms(device):

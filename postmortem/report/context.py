@@ -68,6 +68,14 @@ def build_report(analysis: Analysis) -> Json:
     }
 
 
+def _blocked_lanes(states: tuple[tuple[str, int], ...]) -> str | None:
+    """The lanes blocked on a convergence barrier, in words (`31 Blocked on B0, 1 Ready`), when
+    any is: the state worth a line; Ready alone is the usual picture."""
+    if not any(state.startswith("Blocked") for state, _ in states):
+        return None
+    return ", ".join(f"{lanes} {state}" for state, lanes in states)
+
+
 def _hang(hang: HangAnalysis | None) -> Json | None:
     if hang is None:
         return None
@@ -90,6 +98,12 @@ def _hang(hang: HangAnalysis | None) -> Json | None:
                 "calls": calls_json(g.calls),
                 "in_polling_loop": g.in_polling_loop,
                 "waits_at_hex": f"0x{g.waits_at:04x}" if g.waits_at is not None else None,
+                "wait": (
+                    {"kind": str(g.wait.kind), "why": g.wait.why,
+                     "lane_states": [{"state": s, "lanes": n} for s, n in g.lane_states],
+                     "blocked_lanes": _blocked_lanes(g.lane_states)}
+                    if g.wait else None
+                ),  # fmt: skip
                 "chain": [
                     {"depth": d, "file": q.frame.file, "line": q.frame.line, "source": q.text,
                      "missing": q.reason, "function": name.demangled if name else None,

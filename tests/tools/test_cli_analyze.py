@@ -131,9 +131,9 @@ def test_a_hang_dump_is_analyzed_as_a_hang_and_the_mode_can_be_forced():
     start = lines.index("") + 1
     headline = " ".join(line.strip() for line in lines[start : lines.index("", start)])
     assert headline.endswith(
-        "hang: 2 blocks ((1,0,0), (2,0,0)), each: 1 warp(s) wait at a block barrier while 3 "
-        "warp(s) of the same block are elsewhere: a __syncthreads() that not every thread of the "
-        "block reaches"
+        "hang: 2 blocks ((1,0,0), (2,0,0)), each: 1 warp(s) wait at a block barrier (barrier 0) "
+        "for 3 warp(s) of the same block, and they poll memory (at 0x0080) that no warp still "
+        "free to run can write: a __syncthreads() that not every thread of the block reaches"
     )
     forced = analyze(DUMPS / "oob_store.nvcudmp", "--no-gdb", "--mode", "hang")
     assert "where every warp is stuck" in forced.stdout

@@ -44,7 +44,9 @@ def test_a_collective_hang_names_the_polling_lanes_and_their_flags():
     assert codes == [FindingCode.COLLECTIVE_WAIT]
     (finding,) = hang.findings
     assert finding.severity is Severity.WARNING
-    assert "2 lane(s) still poll a flag" in finding.message and "lane 5" in finding.message
+    assert "2 lane(s) in 2 warp(s)" in finding.message
+    assert "no store of cross_device_reduce_1stage" in finding.message
+    assert sum("lane 5 polls" in e for e in finding.evidence) == 2
     addresses = _flag_addresses()
     assert len(addresses) == 2
     assert all(any(f"polls 0x{a:x} (R7:R6)" in e for e in finding.evidence) for a in addresses)

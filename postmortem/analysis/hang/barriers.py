@@ -2,20 +2,15 @@
 
 `BAR.SYNC 0` with no thread count is `__syncthreads()`; an id or a count names a barrier only
 its participants meet at; `UCGABAR_WAIT` is the cluster's; `BSYNC`/`WARPSYNC` reconverge a
-warp. A short backward loop that reads memory is a polling loop. From r590 the driver's warp
-rows say it too (barrierScope, additionalBarrierInfo).
+warp. From r590 the driver's warp rows say it too (barrierScope, additionalBarrierInfo).
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 
 from postmortem.analysis.state import WarpPcs
 from postmortem.cubin.sass import SassInstruction, SassListing
-
-_LOOP_SPAN = 32  # instructions: longer loops are not "spinning in place"
-_LABEL = re.compile(r"`\((?P<label>[^)]+)\)")
 
 
 def barrier_operands(instruction: SassInstruction | None) -> tuple[int | None, int | None]:
@@ -73,28 +68,6 @@ def deferred_barrier(listing: SassListing, offset: int) -> SassInstruction | Non
         return None
     modifiers = before.modifiers
     return before if "DEFER_BLOCKING" in modifiers and "ARV" not in modifiers else None
-
-
-def in_polling_loop(listing: SassListing, offset: int) -> bool:
-    """The PC lies in a short backward loop that reads memory."""
-    return polling_loop_start(listing, offset) is not None
-
-
-def polling_loop_start(listing: SassListing, offset: int) -> int | None:
-    """The first offset of the short backward loop that holds `offset` and reads memory."""
-    labels = {label: i.offset for i in listing.instructions for label in i.labels}
-    for branch in listing.instructions:
-        if branch.base_opcode not in {"BRA", "JMP"} or branch.offset < offset:
-            continue
-        target = next(
-            (labels.get(m["label"]) for op in branch.operands if (m := _LABEL.search(op))), None
-        )
-        if target is None or target > offset or branch.offset - target > 16 * _LOOP_SPAN:
-            continue
-        body = [i for i in listing.instructions if target <= i.offset <= branch.offset]
-        if any(i.base_opcode.startswith("LD") for i in body):
-            return target
-    return None
 
 
 _SCOPES = {1: "warp", 2: "warp group", 3: "block", 4: "cluster", 5: "kernel"}

@@ -11,17 +11,15 @@ computed from its registers in the dump (the flag of the peer that never arrived
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from weakref import WeakKeyDictionary
 
+from postmortem.analysis.hang.waits import Poll, exit_taken
 from postmortem.analysis.state import WarpPcs
 from postmortem.coredump.reader import Coredump
 from postmortem.cubin.operands import decode_access, effective_address
-from postmortem.cubin.sass import SassInstruction, SassListing
-from postmortem.demangle import demangle, without_parameters
-from postmortem.findings import Finding, FindingCode, Severity
+from postmortem.cubin.sass import SassInstruction
 from postmortem.model import Dim3, Lane, Warp
 from postmortem.spelling import dim3_text
 
@@ -68,32 +66,6 @@ def lanes_at(core: Coredump, warp: Warp, pc: int) -> tuple[Lane, ...]:
     return tuple(lane for lane in core.lanes(warp) if lane.virtual_pc == pc)
 
 
-def polled_flags(
-    core: Coredump,
-    device: int,
-    warps: Sequence[WarpPcs],
-    polling: Mapping[int, SassInstruction],
-    section_address: int,
-) -> list[PolledFlag]:
-    """Every lane at a polling loop (`polling`: the loop's load, by PC offset), with the
-    address its load reads."""
-    found: list[PolledFlag] = []
-    for member in warps:
-        offsets = [o for o, _ in member.lanes_at if o in polling]
-        if not offsets:
-            continue
-        warp = find_warp(core, device, member.sm_id, member.warp_id)
-        if warp is None:
-            continue
-        uniforms = core.uniform_registers(warp)
-        found.extend(
-            _polled(polling[offset], lane, core.registers(lane), uniforms)
-            for offset in offsets
-            for lane in lanes_at(core, warp, section_address + offset)
-        )
-    return found
-
-
 def waited_word(
     core: Coredump, device: int, member: WarpPcs, wait: SassInstruction, pc: int
 ) -> str | None:
@@ -113,44 +85,6 @@ def waited_word(
         word = int.from_bytes(shared[polled.address : polled.address + 8], "little")
         text += f", its word 0x{word:016x}"
     return text
-
-
-def loop_load(listing: SassListing, offset: int, loop_start: int | None) -> SassInstruction | None:
-    """The load of a polling loop that holds `offset` (the loop's body from `loop_start`)."""
-    if loop_start is None:
-        return None
-    body = [i for i in listing.instructions if loop_start <= i.offset]
-    return next((i for i in body if i.base_opcode.startswith("LD")), None)
-
-
-def collective_finding(
-    kernel: str | None, polled: Sequence[PolledFlag], others: int, where: str
-) -> Finding:
-    """The one finding of a collective kernel's hang: who polls what."""
-    name = without_parameters(demangle(kernel)) if kernel else "a collective kernel"
-    shown = [
-        f"block {dim3_text(p.block_idx) if p.block_idx else '?'} warp {p.warp_id} lane {p.lane} "
-        f"(thread {dim3_text(p.thread_idx) if p.thread_idx else '?'}) polls "
-        + (f"0x{p.address:x} ({p.formula})" if p.address is not None else f"an address "
-           f"the dump cannot give ({p.formula})")
-        for p in polled[:_SHOWN]
-    ]  # fmt: skip
-    if len(polled) > _SHOWN:
-        shown.append(f"and {len(polled) - _SHOWN} more lanes")
-    lanes = sorted({p.lane for p in polled if p.lane is not None})
-    return Finding(
-        FindingCode.COLLECTIVE_WAIT, Severity.WARNING,
-        f"{name} waits for a peer GPU: {len(polled)} lane(s) still poll a flag in global "
-        f"memory at {where} (lane {', '.join(map(str, lanes)) or '?'} of their warps), the "
-        f"other {others} live warp(s) of their blocks wait for them; the split barriers are "
-        "the collective's protocol, not this kernel's bug",
-        (*shown, "in the usual all-reduce pattern a polling thread's index is the peer it "
-         "waits for; the peer's flag is the address polled"),
-        caveat="the peer that never wrote the flag is the rank to look at: its dump (or its "
-        "log) holds the first failure",
-        remedy="find the rank that faulted first: `postmortem scan DIR --incident` (or "
-        "`postmortem analyze CORE...`) over the dumps of every rank of the job",
-    )  # fmt: skip
 
 
 def _polled(
@@ -183,3 +117,69 @@ def _reader(values: tuple[int, ...] | None, prefix: str):  # type: ignore[no-unt
         return values[number]
 
     return read
+
+
+def poll_lanes(
+    core: Coredump,
+    device: int,
+    member: WarpPcs,
+    load: SassInstruction,
+    test: SassInstruction | None,
+    pc: int,
+) -> list[str]:
+    """What the first lane of `member` at `pc` polls: the address its load reads, the value
+    the dump holds for the word (its captured memory, else the load's destination register),
+    and what the loop's test compares it with."""
+    warp = find_warp(core, device, member.sm_id, member.warp_id)
+    lane = next(iter(lanes_at(core, warp, pc)), None) if warp else None
+    if warp is None or lane is None:
+        return []
+    registers = core.registers(lane)
+    polled = _polled(load, lane, registers, core.uniform_registers(warp))
+    who = (
+        f"block {dim3_text(lane.block_idx) if lane.block_idx else '?'} warp {lane.warp_id} "
+        f"lane {lane.lane}"
+    )
+    if polled.address is None:
+        return [f"{who} polls an address the dump cannot give ({polled.formula})"]
+    text = f"{who} polls 0x{polled.address:x} ({polled.formula})"
+    read = _value_read(core, load, polled.address, registers)
+    if read:
+        text += f", {read}"
+    tested = _tested_against(test, registers)
+    return [text + (f"; the loop tests it with {tested}" if tested else "")]
+
+
+def _value_read(
+    core: Coredump, load: SassInstruction, address: int, registers: tuple[int, ...] | None
+) -> str | None:
+    access = _access(load)
+    if access is not None and access.space != "shared":
+        memory = core.read_memory(address, 4)
+        if memory is not None:
+            return f"the word holds 0x{int.from_bytes(memory, 'little'):x} (captured memory)"
+    destination = load.operands[0] if load.operands else ""
+    value = _reader(registers, "R")(destination.split(".")[0]) if destination else None
+    if value is None:
+        return None
+    return f"last read 0x{value:x} ({destination.split('.')[0]}, a register that may be reused)"
+
+
+def _tested_against(test: SassInstruction | None, registers: tuple[int, ...] | None) -> str | None:
+    if test is None:
+        return None
+    values = []
+    for operand in test.operands[2:]:
+        name = operand.strip().split(".")[0]
+        value = _reader(registers, "R")(name) if name.startswith("R") else None
+        values.append(f"{name} = 0x{value:x}" if value is not None else name)
+    return f"{test.opcode} ({', '.join(v for v in values if v != 'PT')})"
+
+
+def poll_released(core: Coredump, device: int, member: WarpPcs, poll: Poll, pc: int) -> bool | None:
+    """Whether the first lane of `member` at `pc` last read a value that already ends its poll
+    loop (its registers against the loop's test); None when the dump cannot say."""
+    warp = find_warp(core, device, member.sm_id, member.warp_id)
+    lane = core.find_lane_at(warp, pc) if warp else None
+    registers = core.registers(lane) if lane else None
+    return None if registers is None else exit_taken(poll, _reader(registers, "R"))

@@ -34,16 +34,12 @@ from postmortem.analysis.hang.barriers import (
     barrier_operands,
     deferred_barrier,
     driver_barrier,
-    in_polling_loop,
-    polling_loop_start,
 )
-from postmortem.analysis.hang.collective import is_collective
 from postmortem.analysis.hang.flags import (
-    collective_finding,
     find_warp,
     lanes_at,
-    loop_load,
-    polled_flags,
+    poll_lanes,
+    poll_released,
     waited_word,
 )
 from postmortem.analysis.hang.pipeline import (
@@ -52,6 +48,9 @@ from postmortem.analysis.hang.pipeline import (
     pipeline_findings,
     role_at,
 )
+from postmortem.analysis.hang.verdicts import model_findings
+from postmortem.analysis.hang.waitfor import WarpWait, build_model
+from postmortem.analysis.hang.waits import Wait, WaitKind, kernel_code_of, lane_states
 from postmortem.analysis.state import WarpPcs, kernel_code, kernel_of, pc_groups
 from postmortem.codemap import CodeMap
 from postmortem.coredump.reader import Coredump
@@ -101,6 +100,11 @@ class StuckGroup:
     waits_at: int | None = None
     """The offset of the deferred-blocking barrier just before `offset` that the warps wait
     at (`instruction` and `chain` are then the barrier's), else None."""
+    wait: Wait | None = None
+    """What the warps at this PC wait on (the wait model: `waits.py`); None without a listing."""
+    lane_states: tuple[tuple[str, int], ...] = ()
+    """The convergence state (r575+ lane rows: cbuThreadState, in cuda-gdb's words) of the
+    lanes of the group's first warp, with how many lanes are in each; () when not recorded."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,11 +158,11 @@ def analyze_hang(
         kernel_groups = [_with_driver_barrier(g, members) for g in kernel_groups]
         groups.extend(kernel_groups)
         by_offset = {g.offset: g for g in kernel_groups}
-        if is_collective(kernel) and listing is not None and code is not None:
-            # A collective's split barriers are its protocol: one finding says who polls.
-            findings.append(_collective(core, device, code[0], kernel, members, by_offset, listing))
-            continue
-        findings.extend(_findings(members, by_offset, kernel))
+        if indexed is not None:
+            findings.extend(
+                _model_findings(core, device, grid_id, code, kernel, members, indexed, by_offset)
+            )
+        findings.extend(_named_barriers(members, by_offset))
         if indexed is not None:
             where = {offset: _where(offset, by_offset) for offset in by_offset}
             block_warps = _block_warps(core, device, grid_id)
@@ -217,17 +221,19 @@ def _groups(
             instruction.inline_chain if instruction else (),
         )
         chain = named.frames
+        wait = kernel_code_of(indexed.listing, indexed).wait_at(group.offset) if indexed else None
         found.append(
             StuckGroup(
                 device, grid_id, kernel, group.offset, group.warps, group.lanes, group.blocks,
                 instruction, chain,
                 quote(chain, options.source_dirs, options.path_maps) if chain else (),
                 "mbarrier" if waits else barrier_kind(instruction),
-                listing is not None and not waits and in_polling_loop(listing, group.offset),
+                wait is not None and wait.kind is WaitKind.POLL,
                 named.names,
                 *barrier_operands(instruction),
                 role_at(indexed, group.offset) if indexed is not None else None,
                 waits_at=deferred.offset if deferred else None,
+                wait=wait,
             )
         )  # fmt: skip
     return found
@@ -249,31 +255,78 @@ def _with_calls(
         member = next((w for w in warps if any(o == group.offset for o, _ in w.lanes_at)), None)
         pc = location.section_address + group.offset
         warp = find_warp(core, device_index, member.sm_id, member.warp_id) if member else None
-        lane = next(iter(lanes_at(core, warp, pc)), None) if warp else None
+        lanes = lanes_at(core, warp, pc) if warp else ()
+        lane = next(iter(lanes), None)
         stack = unwind_lane(core, code_map, lane, pc, listing, finder) if lane else None
-        found.append(replace(group, calls=stack) if stack and stack.call_depth else group)
+        with_calls = replace(group, calls=stack) if stack and stack.call_depth else group
+        found.append(replace(with_calls, lane_states=lane_states(lanes)))
     return found
 
 
-def _collective(
+def _model_findings(
     core: Coredump,
     device: int,
-    location: CodeLocation,
+    grid_id: int,
+    code: tuple[CodeLocation, Function] | None,
     kernel: str | None,
-    warps: Sequence[WarpPcs],
-    groups: dict[int, StuckGroup],
-    listing: SassListing,
-) -> Finding:
-    polling = {
-        offset: load
-        for offset, group in groups.items()
-        if group.in_polling_loop
-        and (load := loop_load(listing, offset, polling_loop_start(listing, offset)))
-    }
-    polled = polled_flags(core, device, warps, polling, location.section_address)
-    places = "; ".join(_where(offset, groups) for offset in sorted(polling)) or "no loop"
-    waiting = {(w.block_idx, w.warp_id) for w in warps} - {(p.block_idx, p.warp_id) for p in polled}
-    return collective_finding(kernel, polled, len(waiting), places)
+    members: Sequence[WarpPcs],
+    indexed: IndexedListing,
+    by_offset: dict[int, StuckGroup],
+) -> list[Finding]:
+    kernel_code = kernel_code_of(indexed.listing, indexed)
+    base = code[0].section_address if code is not None else None
+
+    def released(warp: WarpWait) -> bool | None:
+        poll = warp.wait.poll
+        if base is None or poll is None:
+            return None
+        return poll_released(core, device, warp.warp, poll, base + warp.pc)
+
+    model = build_model(kernel_code, members, released)
+
+    def describe(warp: WarpWait) -> list[str]:
+        poll = warp.wait.poll
+        if base is None or poll is None:
+            return []
+        return poll_lanes(core, device, warp.warp, poll.load, poll.test, base + warp.pc)
+
+    return model_findings(
+        kernel_code, model, kernel, partial(_where_at, groups=by_offset, listing=indexed.listing),
+        describe,
+        _grid_note(core, device, grid_id, members),
+    )  # fmt: skip
+
+
+def _where_at(offset: int, groups: dict[int, StuckGroup], listing: SassListing) -> str:
+    if offset in groups:
+        return _where(offset, groups)
+    instruction = listing.at(offset)
+    chain = instruction.inline_chain if instruction else ()
+    return (
+        f"0x{offset:04x}"
+        + (f" {instruction.text}" if instruction else "")
+        + (f" ({chain[0].file}:{chain[0].line})" if chain else "")
+    )
+
+
+def _grid_note(core: Coredump, device: int, grid_id: int, members: Sequence[WarpPcs]) -> str | None:
+    """Blocks of the grid the dump does not hold, when no SM is idle: some may never have been
+    scheduled (and so never run the code the others wait for)."""
+    grid = core.find_grid(device, grid_id)
+    dims = grid.grid_dim if grid else None
+    if dims is None:
+        return None
+    present = {w.block_idx for w in members if w.block_idx is not None}
+    total = dims[0] * dims[1] * dims[2]
+    if len(present) >= total:
+        return None
+    idle = sum(1 for sm in core.sms(core.device(device)) if not core.ctas(sm))
+    if idle:
+        return None  # room was left: the blocks not in the dump have exited
+    return (
+        f"the grid has {total} blocks and the dump holds {len(present)}, with no idle SM: "
+        "blocks not yet scheduled cannot run the code the others wait for until they leave"
+    )
 
 
 def _with_driver_barrier(group: StuckGroup, warps: Sequence[WarpPcs]) -> StuckGroup:
@@ -297,16 +350,6 @@ def _native(
     return line_table_chain(code_map, location.module, inner or function, offset, finder)
 
 
-def _findings(
-    warps: Sequence[WarpPcs], groups: dict[int, StuckGroup], kernel: str | None
-) -> list[Finding]:
-    found = _divergent_barriers(warps, groups)
-    found += _named_barriers(warps, groups)
-    found += _convergence_splits(warps, groups)
-    spin = _spin_wait(warps, groups, kernel)
-    return found + ([spin] if spin else [])
-
-
 def _where(offset: int, groups: dict[int, StuckGroup]) -> str:
     group = groups.get(offset)
     text = f"0x{offset:04x}"
@@ -319,29 +362,6 @@ def _where(offset: int, groups: dict[int, StuckGroup]) -> str:
     return text
 
 
-def _divergent_barriers(warps: Sequence[WarpPcs], groups: dict[int, StuckGroup]) -> list[Finding]:
-    by_block: dict[Dim3, list[WarpPcs]] = defaultdict(list)
-    for warp in warps:
-        if warp.block_idx is not None:  # a warp of no known block cannot split one
-            by_block[warp.block_idx].append(warp)
-    # Blocks split the same way (the same barrier, as many warps waiting, the others at the
-    # same PCs) are one finding: a grid of many blocks hangs in one pattern, not in many.
-    patterns: dict[tuple[int, tuple[int, ...], int, int], list[_Split]] = defaultdict(list)
-    for block, members in sorted(by_block.items()):
-        waiting = [w for w in members if _all_at(w, groups, "cta")]
-        elsewhere = [w for w in members if not _any_at(w, groups, "cta")]
-        if not waiting or not elsewhere:
-            continue
-        barrier = waiting[0].lanes_at[0][0]
-        others = tuple(sorted({o for w in elsewhere for o, _ in w.lanes_at}))
-        key = (barrier, others, len(waiting), len(elsewhere))
-        patterns[key].append(_Split(block, waiting, elsewhere))
-    return [
-        _divergent_finding(splits, barrier, others, groups)
-        for (barrier, others, _, _), splits in patterns.items()
-    ]
-
-
 @dataclass(frozen=True, slots=True)
 class _Split:
     """One block's warps at a block barrier and elsewhere."""
@@ -349,31 +369,6 @@ class _Split:
     block: Dim3
     waiting: list[WarpPcs]
     elsewhere: list[WarpPcs]
-
-
-def _divergent_finding(
-    splits: list[_Split], barrier: int, others: tuple[int, ...], groups: dict[int, StuckGroup]
-) -> Finding:
-    first = splits[0]
-    where = blocks_text([s.block for s in splits])
-    evidence = [f"the barrier: {_where(barrier, groups)}; elsewhere: "
-                + "; ".join(_where(o, groups) for o in others)]  # fmt: skip
-    evidence += [
-        f"block {dim3_text(s.block)}: warps {', '.join(str(w.warp_id) for w in s.waiting)} "
-        f"at the barrier, warps {', '.join(str(w.warp_id) for w in s.elsewhere)} elsewhere"
-        for s in splits[:SHOWN_BLOCKS]
-    ]
-    said = groups[barrier].driver_barrier if barrier in groups else None
-    evidence += [f"the driver's warp rows of the waiting warps: at a {said}"] if said else []
-    return Finding(
-        FindingCode.DIVERGENT_BARRIER, Severity.ERROR,
-        f"{where}: {len(first.waiting)} warp(s) wait at a block barrier while "
-        f"{len(first.elsewhere)} warp(s) of the same block are elsewhere: a __syncthreads() "
-        "that not every thread of the block reaches",
-        tuple(evidence),
-        caveat="a dump is one instant: the other warps may still be on their way to the "
-        "barrier; the same picture in a second dump taken later makes the deadlock certain",
-    )  # fmt: skip
 
 
 def _named_barriers(warps: Sequence[WarpPcs], groups: dict[int, StuckGroup]) -> list[Finding]:
@@ -447,58 +442,6 @@ def _named_finding(
     )  # fmt: skip
 
 
-def _convergence_splits(warps: Sequence[WarpPcs], groups: dict[int, StuckGroup]) -> list[Finding]:
-    found = []
-    for warp in warps:
-        at_barrier = [o for o, _ in warp.lanes_at if _kind(o, groups) == "convergence"]
-        if not at_barrier or not warp.diverged:
-            continue
-        found.append(
-            Finding(
-                FindingCode.CONVERGENCE_SPLIT, Severity.ERROR,
-                f"warp {warp.warp_id} of {_block(warp.block_idx)}: some lanes wait at a "
-                "convergence barrier while others of the warp are elsewhere",
-                tuple(f"{count} lane(s) at {_where(o, groups)}" for o, count in warp.lanes_at),
-                caveat="lanes reconverge when the others arrive; only if they never can (they wait "
-                "for something the waiting lanes must do) is this a deadlock",
-            )
-        )  # fmt: skip
-    return found
-
-
-def _spin_wait(
-    warps: Sequence[WarpPcs], groups: dict[int, StuckGroup], kernel: str | None
-) -> Finding | None:
-    offsets = {o for w in warps for o, _ in w.lanes_at}
-    if not offsets or not all(groups[o].in_polling_loop for o in offsets if o in groups):
-        return None
-    if any(o not in groups for o in offsets):
-        return None
-    name = kernel or "the kernel"
-    return Finding(
-        FindingCode.SPIN_WAIT,
-        Severity.ERROR,
-        f"every warp of {name} is inside a short loop that reads memory: a likely spin-wait "
-        "on a flag that nothing sets",
-        tuple(f"{groups[o].warps} warp(s) at {_where(o, groups)}" for o in sorted(offsets)),
-        caveat="a loop is not proof of a spin: a long-running loop looks the same in one dump; a "
-        "second dump where the PCs have not moved (and the data they read has not changed) "
-        "makes it one",
-    )
-
-
-def _block(block_idx: Dim3 | None) -> str:
-    return "an unknown block" if block_idx is None else f"block {dim3_text(block_idx)}"
-
-
 def _kind(offset: int, groups: dict[int, StuckGroup]) -> str | None:
     group = groups.get(offset)
     return group.barrier if group else None
-
-
-def _all_at(warp: WarpPcs, groups: dict[int, StuckGroup], kind: str) -> bool:
-    return all(_kind(o, groups) == kind for o, _ in warp.lanes_at)
-
-
-def _any_at(warp: WarpPcs, groups: dict[int, StuckGroup], kind: str) -> bool:
-    return any(_kind(o, groups) == kind for o, _ in warp.lanes_at)
