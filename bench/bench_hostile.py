@@ -8,8 +8,12 @@ wall time, the peak RSS of the command, its exit status and first line of stderr
 The host-log cases (``host:<parser>-<case>``) are the 8 MB logs of crafted lines of
 fixtures/builder/hostile_logs.py, each given to `postmortem analyze --no-gdb --host-log` over
 the oob_store fixture dump; ``host:none`` is that command without a log, for reference.
+The input cases (``input:…``, bench/hostile_inputs.py) are the other inputs a command reads:
+settings found by walking up, logs beside dumps, host logs that are pipes or huge, CODEOWNERS,
+rules, the scan cache, a coredump pipe swapped while `trigger` waits; each also checks what
+the command printed and left behind (a secret leaked, a file written, a lost exception).
 
-    python bench/bench_hostile.py [--only NAME] [--hosts-only | --dumps-only]
+    python bench/bench_hostile.py [--only NAME] [--hosts-only | --dumps-only | --inputs-only]
 """
 
 from __future__ import annotations
@@ -24,6 +28,8 @@ import time
 import zlib
 from collections.abc import Callable
 from pathlib import Path
+
+from hostile_inputs import INPUT_CASES, run_case
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "bench" / "out" / "hostile"
@@ -155,10 +161,13 @@ def run(argv: list[str]) -> tuple[float, int, int, str]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--only", action="append", choices=sorted([*CASES, *HOST_CASES]))
+    parser.add_argument(
+        "--only", action="append", choices=sorted([*CASES, *HOST_CASES, *INPUT_CASES])
+    )
     which = parser.add_mutually_exclusive_group()
     which.add_argument("--hosts-only", action="store_true", help="only the host-log cases")
     which.add_argument("--dumps-only", action="store_true", help="only the dump cases")
+    which.add_argument("--inputs-only", action="store_true", help="only the input cases")
     args = parser.parse_args()
     OUT.mkdir(parents=True, exist_ok=True)
     postmortem = [sys.executable, "-m", "postmortem"]
@@ -166,7 +175,7 @@ def main() -> None:
     worst_seconds, worst_rss = 0.0, 0
     runs: list[tuple[str, str, list[str]]] = []
     for name, (file, make) in CASES.items():
-        if (args.only and name not in args.only) or args.hosts_only:
+        if (args.only and name not in args.only) or args.hosts_only or args.inputs_only:
             continue
         path = OUT / file
         if not path.exists():
@@ -177,7 +186,7 @@ def main() -> None:
         ]
     dump = str((DUMPS / "oob_store.nvcudmp").relative_to(ROOT))
     for name, case in HOST_CASES.items():
-        if (args.only and name not in args.only) or args.dumps_only:
+        if (args.only and name not in args.only) or args.dumps_only or args.inputs_only:
             continue
         log = ["--host-log", str(_host_log(case).relative_to(ROOT))] if case else []
         runs.append((name, "analyze", ["analyze", "--no-gdb", dump, *log]))
@@ -186,6 +195,18 @@ def main() -> None:
         worst_seconds, worst_rss = max(worst_seconds, seconds), max(worst_rss, rss)
         print(f"{name:40} {command:8} {seconds:8.2f} {rss / 2**20:8.0f} MiB {code:4}  "
               f"{first[:90]}", flush=True)  # fmt: skip
+    failed = 0
+    for name, make in INPUT_CASES.items():
+        if (args.only and name not in args.only) or args.dumps_only or args.hosts_only:
+            continue
+        seconds, rss, code, first, problem = run_case(make, OUT / "inputs" / name[6:])
+        worst_seconds, worst_rss = max(worst_seconds, seconds), max(worst_rss, rss)
+        failed += problem is not None
+        verdict = f"FAILED: {problem}" if problem else first[:90]
+        print(f"{name:40} {'':8} {seconds:8.2f} {rss / 2**20:8.0f} MiB {code:4}  {verdict}",
+              flush=True)  # fmt: skip
+    if failed:
+        print(f"{failed} input case(s) failed their check")
     print(f"worst: {worst_seconds:.2f} s, {worst_rss / 2**20:.0f} MiB "
           f"(bar: 5 s, 512 MiB); this script's own peak: "
           f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB")  # fmt: skip

@@ -28,8 +28,9 @@ from typing import BinaryIO
 
 from postmortem.errors import UnreadableFile
 
-WRITER_WAIT_S = 5.0
-"""How long a named pipe that no process writes to is waited on before it is refused."""
+WRITER_WAIT_S = 3.0
+"""How long a named pipe that no process writes to is waited on before it is refused: the whole
+command, start-up and refusal included, stays within the 5 s every input is held to."""
 
 _KINDS = (
     (stat.S_ISDIR, "a folder"), (stat.S_ISCHR, "a character device"),
