@@ -68,6 +68,10 @@ def build_report(analysis: Analysis) -> Json:
     }
 
 
+def _dim(value: tuple[int, int, int] | None) -> list[int] | None:
+    return None if value is None else list(value)
+
+
 def _blocked_lanes(states: tuple[tuple[str, int], ...]) -> str | None:
     """The lanes blocked on a convergence barrier, in words (`31 Blocked on B0, 1 Ready`), when
     any is: the state worth a line; Ready alone is the usual picture."""
@@ -122,6 +126,13 @@ def _hang(hang: HangAnalysis | None) -> Json | None:
              "evidence": list(f.evidence), "caveat": f.caveat}
             for f in hang.findings
         ],
+        "wait_for": [
+            {"grid_id": e.grid_id, "waiter": {"block": _dim(e.waiter_block), "warp": e.waiter_warp,
+             "pc_hex": f"0x{e.waiter_pc:04x}"}, "on": {"block": _dim(e.on_block),
+             "warp": e.on_warp, "pc_hex": f"0x{e.on_pc:04x}"}, "can": e.can, "why": e.why}
+            for e in hang.wait_for
+        ],
+        "wait_for_total": hang.wait_for_total,
         "notes": [n.message for n in hang.notes],
     }  # fmt: skip
 

@@ -49,7 +49,7 @@ from postmortem.analysis.hang.pipeline import (
     role_at,
 )
 from postmortem.analysis.hang.verdicts import model_findings
-from postmortem.analysis.hang.waitfor import WarpWait, build_model
+from postmortem.analysis.hang.waitfor import WaitEdge, WarpWait, build_model, wait_edges
 from postmortem.analysis.hang.waits import Wait, WaitKind, kernel_code_of, lane_states
 from postmortem.analysis.state import WarpPcs, kernel_code, kernel_of, pc_groups
 from postmortem.codemap import CodeMap
@@ -121,6 +121,14 @@ class HangAnalysis:
     disassemblies: tuple[Disassembly, ...] = ()
     """The listing of each kernel disassembled, in grid order (one per distinct function);
     each says which copy of the image nvdisasm read."""
+    wait_for: tuple[WaitEdge, ...] = ()
+    """The wait-for graph's first `WAIT_EDGES_SHOWN` edges: who waits on whom, and whether
+    each can still do its part."""
+    wait_for_total: int = 0
+    """How many edges the wait-for graph has in all."""
+
+
+WAIT_EDGES_SHOWN = 256
 
 
 def analyze_hang(
@@ -140,6 +148,8 @@ def analyze_hang(
     if unplaced:
         notes.append(f"{unplaced} warp(s) name no grid (their CTA rows are too short): left out")
     listings: list[Disassembly] = []
+    edges: list[WaitEdge] = []
+    total_edges = 0
     for (device, grid_id), members in sorted(by_grid.items()):
         kernel = kernel_of(core, code_map, device, grid_id)
         result, note = _listing(core, code_map, device, grid_id, options)
@@ -159,9 +169,13 @@ def analyze_hang(
         groups.extend(kernel_groups)
         by_offset = {g.offset: g for g in kernel_groups}
         if indexed is not None:
-            findings.extend(
-                _model_findings(core, device, grid_id, code, kernel, members, indexed, by_offset)
-            )
+            found, grid_edges, grid_total = _model_findings(
+                core, device, grid_id, code, kernel, members, indexed, by_offset,
+                WAIT_EDGES_SHOWN - len(edges),
+            )  # fmt: skip
+            findings.extend(found)
+            edges.extend(grid_edges)
+            total_edges += grid_total
         findings.extend(_named_barriers(members, by_offset))
         if indexed is not None:
             where = {offset: _where(offset, by_offset) for offset in by_offset}
@@ -180,7 +194,7 @@ def analyze_hang(
     limits = tuple(
         Finding(FindingCode.HANG_LIMITED, Severity.INFO, n) for n in dict.fromkeys(notes)
     )
-    return HangAnalysis(tuple(groups), tuple(findings), limits, unique)
+    return HangAnalysis(tuple(groups), tuple(findings), limits, unique, tuple(edges), total_edges)
 
 
 def _listing(
@@ -272,7 +286,8 @@ def _model_findings(
     members: Sequence[WarpPcs],
     indexed: IndexedListing,
     by_offset: dict[int, StuckGroup],
-) -> list[Finding]:
+    edge_room: int,
+) -> tuple[list[Finding], tuple[WaitEdge, ...], int]:
     kernel_code = kernel_code_of(indexed.listing, indexed)
     base = code[0].section_address if code is not None else None
 
@@ -290,11 +305,13 @@ def _model_findings(
             return []
         return poll_lanes(core, device, warp.warp, poll.load, poll.test, base + warp.pc)
 
-    return model_findings(
+    findings = model_findings(
         kernel_code, model, kernel, partial(_where_at, groups=by_offset, listing=indexed.listing),
         describe,
         _grid_note(core, device, grid_id, members),
     )  # fmt: skip
+    edges, total = wait_edges(model, grid_id, max(edge_room, 0))
+    return findings, edges, total
 
 
 def _where_at(offset: int, groups: dict[int, StuckGroup], listing: SassListing) -> str:

@@ -76,6 +76,42 @@ class WaitModel:
         return warp.wait.kind.blocks and warp.key not in self.free
 
 
+@dataclass(frozen=True, slots=True)
+class WaitEdge:
+    """One edge of the wait-for graph: a waiting warp and a warp it depends on."""
+
+    grid_id: int
+    waiter_block: Dim3 | None
+    waiter_warp: int | None
+    waiter_pc: int
+    on_block: Dim3 | None
+    on_warp: int | None
+    on_pc: int
+    can: bool | None
+    """True: the warp depended on can still do its part (arrive, write); False: never; None:
+    it waits itself."""
+    why: str
+
+
+def wait_edges(model: WaitModel, grid_id: int, limit: int) -> tuple[tuple[WaitEdge, ...], int]:
+    """The first `limit` edges of the wait-for graph of one grid, and how many there are
+    (a whole GPU of warps waiting at one barrier has tens of thousands)."""
+    by_key = {w.key: w for w in model.warps}
+    found: list[WaitEdge] = []
+    total = 0
+    for key, arrivals in model.arrivals.items():
+        waiter = by_key[key]
+        for arrival in arrivals:
+            total += 1
+            if len(found) < limit:
+                on = arrival.warp
+                found.append(WaitEdge(
+                    grid_id, waiter.warp.block_idx, waiter.warp.warp_id, waiter.pc,
+                    on.warp.block_idx, on.warp.warp_id, on.pc, arrival.can, arrival.why,
+                ))  # fmt: skip
+    return tuple(found), total
+
+
 def driving_wait(code: KernelCode, warp: WarpPcs) -> WarpWait:
     """The wait that holds a warp: that of its lanes not at a convergence barrier, the most
     blocking first (a split warp whose other lanes reconverge waits on what those lanes do)."""
