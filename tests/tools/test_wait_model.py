@@ -53,15 +53,20 @@ def nvdisasm():
 
 
 @cache
-def listing(path: Path) -> SassListing:
-    out = subprocess.run(
+def disassembly(path: Path) -> str:
+    return subprocess.run(
         [str(find_tool("nvdisasm")), "-c", "-ndf", str(path)],
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=120,
-    ).stdout
-    return parse_sass(out)
+        capture_output=True, text=True, check=True, timeout=300,
+    ).stdout  # fmt: skip
+
+
+def listing(path: Path) -> SassListing:
+    return _listing_of(disassembly(path))
+
+
+@cache
+def _listing_of(text: str) -> SassListing:
+    return parse_sass(text)
 
 
 def site(name: str, kind: str) -> int:
@@ -241,17 +246,11 @@ REAL = [
 ]
 
 
-def _functions(path: Path) -> list[SassListing]:
+@cache
+def _functions(path: Path) -> tuple[SassListing, ...]:
     # One listing per function: nvdisasm prints them one after the other.
-    out = subprocess.run(
-        [str(find_tool("nvdisasm")), "-c", "-ndf", str(path)],
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=300,
-    ).stdout
-    parts = out.split("//--------------------- .text.")[1:]
-    return [parse_sass("//--------------------- .text." + p) for p in parts]
+    parts = disassembly(path).split("//--------------------- .text.")[1:]
+    return tuple(parse_sass("//--------------------- .text." + p) for p in parts)
 
 
 @pytest.mark.parametrize("path", REAL, ids=lambda p: p.name)
