@@ -62,6 +62,9 @@ class FindingCode(Enum):
     COLLECTIVE_WAIT = "collective-wait"
     """Lanes poll a word that no code of their grid writes: a peer GPU, the host or another
     kernel should."""
+    LOOP_BOUND = "loop-bound"
+    """Warps running a loop whose exit compares against an absurd bound (negative as signed,
+    over 2^31): evidence of a runaway loop, not proof."""
     BUSY_SNAPSHOT = "busy-snapshot"
     """Warps wait at a barrier or poll while every warp they wait for can still arrive: a
     running kernel caught in one instant, no deadlock claimed."""

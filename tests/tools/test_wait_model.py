@@ -357,3 +357,33 @@ def test_an_nccl_kernel_whose_every_warp_polls_names_the_loop_and_claims_no_dead
     assert finding.message.startswith("256 lane(s) in 8 warp(s) of 2 blocks")
     assert f"0x{poll:04x}" in finding.evidence[0] and "STRONG.SYS" in finding.evidence[0]
     assert "another GPU" in finding.message
+
+
+# --- absurd loop bounds: evidence, never proof ---
+
+
+@pytest.mark.parametrize(("bound", "flagged"), [(0xFFFF_FFFF, True), (4096, False)])
+def test_a_loop_whose_bound_reads_negative_is_shown_as_evidence(tmp_path, bound, flagged):
+    # GIVEN every warp of a split-K block adding its part, in the loop bounded by tile_size
+    code = kernel_code_of(listing(FIXTURES / "cubins" / "lock_spin.sm_90.v8.cubin"))
+    pc, test = next(
+        (i.offset, t)
+        for i in code.listing.instructions
+        if i.offset > site("lock_spin", "barrier")
+        for t in code.wait_at(i.offset).loop_tests
+        if "UR" in t.operands[3]
+    )
+    uniform = int(test.operands[3].strip()[2:])
+    warps = [WarpSpec([LaneSpec(pc) for _ in range(32)], n, uniform_registers={uniform: bound})
+             for n in range(4)]  # fmt: skip
+    found = hang(tmp_path, "lock_spin", (1, 1, 1), [BlockSpec(1, warps, (0, 0, 0), 3)])
+    # THEN a bound read as -1 is named, as evidence, and an ordinary one is not
+    bounds = [f for f in found.findings if f.code is FindingCode.LOOP_BOUND]
+    assert not codes(found) & CLAIMS
+    if not flagged:
+        assert bounds == []
+        return
+    (finding,) = bounds
+    assert finding.severity is Severity.INFO
+    assert f"UR{uniform} = 0xffffffff (-1 as signed, 4,294,967,295 unsigned)" in finding.message
+    assert "not proof" in (finding.caveat or "")

@@ -11,6 +11,7 @@ computed from its registers in the dump (the flag of the peer that never arrived
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 from weakref import WeakKeyDictionary
@@ -183,3 +184,17 @@ def poll_released(core: Coredump, device: int, member: WarpPcs, poll: Poll, pc: 
     lane = core.find_lane_at(warp, pc) if warp else None
     registers = core.registers(lane) if lane else None
     return None if registers is None else exit_taken(poll, _reader(registers, "R"))
+
+
+def register_reader(
+    registers: tuple[int, ...] | None, uniforms: tuple[int, ...] | None
+) -> Callable[[str], int | None]:
+    """A reader of a lane's registers by name: `R5` from its own, `UR6` from its warp's uniform
+    registers (`RZ`, `URZ` read 0); None for what the dump does not hold."""
+    general, uniform = _reader(registers, "R"), _reader(uniforms, "UR")
+
+    def read(name: str) -> int | None:
+        value = uniform(name) if name.startswith("U") else general(name)
+        return None if value is None else int(value)
+
+    return read

@@ -40,6 +40,7 @@ from postmortem.analysis.hang.flags import (
     lanes_at,
     poll_lanes,
     poll_released,
+    register_reader,
     waited_word,
 )
 from postmortem.analysis.hang.pipeline import (
@@ -50,7 +51,13 @@ from postmortem.analysis.hang.pipeline import (
 )
 from postmortem.analysis.hang.verdicts import model_findings
 from postmortem.analysis.hang.waitfor import WaitEdge, WarpWait, build_model, wait_edges
-from postmortem.analysis.hang.waits import Wait, WaitKind, kernel_code_of, lane_states
+from postmortem.analysis.hang.waits import (
+    Wait,
+    WaitKind,
+    absurd_bound,
+    kernel_code_of,
+    lane_states,
+)
 from postmortem.analysis.state import WarpPcs, kernel_code, kernel_of, pc_groups
 from postmortem.codemap import CodeMap
 from postmortem.coredump.reader import Coredump
@@ -58,7 +65,7 @@ from postmortem.cubin.inspect import Function
 from postmortem.cubin.nvdisasm import Disassembly
 from postmortem.cubin.sass import SassInstruction, SassListing, SourceFrame
 from postmortem.findings import Finding, FindingCode, Severity
-from postmortem.model import CodeLocation, Dim3
+from postmortem.model import CodeLocation, Dim3, Lane, Warp
 from postmortem.spelling import SHOWN_BLOCKS, blocks_text, dim3_text
 
 
@@ -102,6 +109,9 @@ class StuckGroup:
     at (`instruction` and `chain` are then the barrier's), else None."""
     wait: Wait | None = None
     """What the warps at this PC wait on (the wait model: `waits.py`); None without a listing."""
+    loop_bound: str | None = None
+    """For warps running in a loop: an exit compare's operand in the first lane's registers
+    that reads as an absurd bound (`waits.absurd_bound`), else None."""
     lane_states: tuple[tuple[str, int], ...] = ()
     """The convergence state (r575+ lane rows: cbuThreadState, in cuda-gdb's words) of the
     lanes of the group's first warp, with how many lanes are in each; () when not recorded."""
@@ -189,6 +199,7 @@ def analyze_hang(
             )  # fmt: skip
             findings.extend(pipeline_findings(members, indexed, block_warps, where, describe))
     groups.sort(key=lambda g: (-g.lanes, g.device_index, g.grid_id, g.offset))
+    findings.extend(_bound_findings(groups))
     # Grids of one kernel share one (memoized) disassembly: listed once.
     unique = tuple({id(d): d for d in listings}.values())
     limits = tuple(
@@ -273,8 +284,35 @@ def _with_calls(
         lane = next(iter(lanes), None)
         stack = unwind_lane(core, code_map, lane, pc, listing, finder) if lane else None
         with_calls = replace(group, calls=stack) if stack and stack.call_depth else group
-        found.append(replace(with_calls, lane_states=lane_states(lanes)))
+        bound = _loop_bound(core, group, warp, lane)
+        found.append(replace(with_calls, lane_states=lane_states(lanes), loop_bound=bound))
     return found
+
+
+def _loop_bound(
+    core: Coredump, group: StuckGroup, warp: Warp | None, lane: Lane | None
+) -> str | None:
+    tests = group.wait.loop_tests if group.wait is not None else ()
+    if not tests or warp is None or lane is None:
+        return None
+    read = register_reader(core.registers(lane), core.uniform_registers(warp))
+    return next((b for t in tests if (b := absurd_bound(t, read)) is not None), None)
+
+
+def _bound_findings(groups: Sequence[StuckGroup]) -> list[Finding]:
+    return [
+        Finding(
+            FindingCode.LOOP_BOUND,
+            Severity.INFO,
+            f"{g.warps} warp(s) of grid {g.grid_id} run a loop at 0x{g.offset:04x} whose exit "
+            f"compares against an absurd bound: {g.loop_bound}",
+            (f"the first lane's registers at 0x{g.offset:04x}",),
+            caveat="evidence of a runaway loop (a length or count read wrong), not proof: the "
+            "register may be reused, and a second dump shows whether the warps still loop",
+        )  # fmt: skip
+        for g in groups
+        if g.loop_bound is not None
+    ]
 
 
 def _model_findings(

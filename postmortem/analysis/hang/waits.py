@@ -94,6 +94,9 @@ class Wait:
     poll: Poll | None = None
     why: str = ""
     """The evidence for the kind, in words."""
+    loop_tests: tuple[SassInstruction, ...] = ()
+    """For a running warp inside a loop: the compares that decide the loop's exits (their
+    operands, read from a lane's registers, show a bound that may never come)."""
 
     @property
     def whole_block(self) -> bool:
@@ -232,8 +235,39 @@ def _classify(code: KernelCode, offset: int) -> Wait:
             why=f"{here.text}: waits for its own asynchronous copies, which complete",
         )
     return Wait(
-        WaitKind.RUNNING, offset, here, why="no waiting instruction at the PC, no poll loop"
-    )
+        WaitKind.RUNNING, offset, here, why="no waiting instruction at the PC, no poll loop",
+        loop_tests=_loop_tests(code, offset),
+    )  # fmt: skip
+
+
+def _loop_tests(code: KernelCode, offset: int) -> tuple[SassInstruction, ...]:
+    graph = code.graph
+    loop = graph.loop_of(offset)
+    if loop is None:
+        return ()
+    body = graph.loop_instructions(loop)
+    guards = {e.predicate.lstrip("!") for e in graph.exits_of(loop) if e.predicate}
+    return tuple(
+        i for i in body
+        if i.base_opcode == "ISETP" and i.operands and i.operands[0].strip() in guards
+    )  # fmt: skip
+
+
+def absurd_bound(test: SassInstruction, read: Callable[[str], int | None]) -> str | None:
+    """A compare of a loop's exit whose register operand holds an absurd bound (negative as a
+    signed value, over 2^31 unsigned), in words; else None. Evidence of a runaway loop (a
+    length read as -1 and compared unsigned), never proof of one."""
+    for operand in test.operands[2:4]:
+        name = operand.strip().removesuffix(".reuse")
+        if not re.fullmatch(r"U?R\d+", name):
+            continue
+        value = read(name)
+        if value is None:
+            continue
+        if value & 0x8000_0000:
+            reading = f"{_signed(value)} as signed, {value:,} unsigned"
+            return f"{name} = 0x{value:x} ({reading}) in {test.text}"
+    return None
 
 
 def _poll_why(poll: Poll) -> str:
