@@ -243,6 +243,15 @@ REAL = [
     FIXTURES / "corpus" / "cubins" / "xformers-0.0.35.C.21.sm_90a.cubin",
     FIXTURES / "corpus" / "cubins" / "nccl-2.32.3.libnccl.5.sm_90.cubin",
     FIXTURES / "corpus" / "cubins" / "sgl_kernel-0.3.21.common_ops.150.sm_90a.cubin",
+    FIXTURES / "corpus" / "cubins" / "triton-3.9.0.fused_moe_like.sm_90.cubin",
+    # machete's and FlashAttention-3's cubins take a minute between them: the slow tier
+    *(
+        pytest.param(FIXTURES / "corpus" / "cubins" / name, marks=pytest.mark.slow)
+        for name in (
+            "vllm-0.33.0.C_stable_libtorch.323.sm_90a.cubin",
+            "vllm-0.33.0.vllm_fa3_C.118.sm_90a.cubin",
+        )
+    ),
 ]
 
 
@@ -253,7 +262,7 @@ def _functions(path: Path) -> tuple[SassListing, ...]:
     return tuple(parse_sass("//--------------------- .text." + p) for p in parts)
 
 
-@pytest.mark.parametrize("path", REAL, ids=lambda p: p.name)
+@pytest.mark.parametrize("path", REAL, ids=lambda p: Path(p).name)
 def test_a_warp_that_can_still_arrive_is_never_called_a_deadlock(path):
     # For every block-wide barrier of every function, and every PC reachable from the entry
     # that is neither a wait nor a poll: one warp waits at the barrier, another runs at that PC.
