@@ -11,6 +11,7 @@ import shutil
 import threading
 
 from postmortem.host.driver import parse_driver_log
+from postmortem.safefile import WRITER_WAIT_S
 from postmortem.scan import xid as xid_module
 from postmortem.scan.fleet import Gpu, join_xids
 from postmortem.scan.group import Blame
@@ -217,7 +218,8 @@ def test_scan_refuses_a_named_pipe_no_process_writes_to_in_one_line(tmp_path):
     # THEN one line says why, before any dump is analyzed, and no index is written
     assert result.returncode != 0
     assert result.stderr == (
-        f"error: {fifo}: cannot read: a pipe that no process writes to (waited 5 s)\n"
+        f"error: {fifo}: cannot read: a pipe that no process writes to "
+        f"(waited {WRITER_WAIT_S:g} s)\n"
     )
     assert not (tmp_path / "index.txt").exists()
 
