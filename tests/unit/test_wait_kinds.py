@@ -7,13 +7,8 @@ from functools import cache
 
 import pytest
 
-from postmortem.analysis.hang.waits import (
-    WaitKind,
-    convergence_state,
-    exit_taken,
-    kernel_code_of,
-    lane_states,
-)
+from postmortem.analysis.hang.lanes import convergence_state, exit_taken, lane_states
+from postmortem.analysis.hang.waits import WaitKind, kernel_code_of
 from postmortem.cubin.sass import SassListing, parse_sass
 from tests.tooling import REPO
 

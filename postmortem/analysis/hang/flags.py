@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from weakref import WeakKeyDictionary
 
-from postmortem.analysis.hang.waits import Poll, exit_taken
+from postmortem.analysis.hang.lanes import exit_taken
+from postmortem.analysis.hang.waits import Poll
 from postmortem.analysis.state import WarpPcs
 from postmortem.coredump.reader import Coredump
 from postmortem.cubin.operands import decode_access, effective_address

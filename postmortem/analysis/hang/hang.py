@@ -1,20 +1,19 @@
-"""Hang dumps: where every warp is stuck, and the classic deadlocks, with their evidence.
+"""Hang dumps: where every warp is stuck, what each waits on, and who can still arrive.
 
-Every live warp is grouped by kernel and PC; each group gets the SASS instruction there,
-its inline chain and source line (one nvdisasm run per kernel). Three patterns are
-flagged in plain words, each with the evidence and with what the evidence does not prove:
+Every live warp is grouped by kernel and PC; each group gets the SASS instruction there, its
+inline chain and source line (one nvdisasm run per kernel) and its wait (`waits.py`). The
+verdicts come from one model of who waits for whom (`waitfor.py`, `verdicts.py`): a deadlock
+only where a participant can never arrive, a busy snapshot where all can, a stuck poll with
+its word and its writer. Beside it, two readings that know more than the model of their own
+barriers:
 
-- the block-wide barrier (`BAR.SYNC 0` with no thread count, `BAR.RED`: `__syncthreads()`)
-  that some warps of a block wait at while others of the same block are elsewhere: a
-  `__syncthreads()` not every thread reaches;
 - a named barrier (`BAR.SYNC id, count`, as warp-specialized kernels use them) that only
-  its participants meet at: warps elsewhere in the block are normal there, and waiting is a
-  deadlock only when fewer threads remain in the block than the barrier counts (those that
-  would arrive have exited); otherwise the finding says so and claims nothing;
-- mbarrier waits of warp-specialized pipelines (`postmortem.analysis.hang.pipeline`): a running
-  pipeline, a circular wait, or consumers whose producer is gone;
-- lanes of one warp split across a convergence barrier (`BSYNC`, `WARPSYNC`);
-- every warp of a grid inside a short loop that reads memory: a likely spin-wait.
+  its participants meet at: waiting is a deadlock only when fewer threads remain in the
+  block than the barrier counts (those that would arrive have exited);
+- mbarrier waits of warp-specialized pipelines (`pipeline.py`): a running pipeline, a
+  circular wait, or consumers whose producer is gone.
+
+A running loop whose exit compares against an absurd bound is shown as evidence (`lanes.py`).
 """
 
 from __future__ import annotations
@@ -43,6 +42,7 @@ from postmortem.analysis.hang.flags import (
     register_reader,
     waited_word,
 )
+from postmortem.analysis.hang.lanes import absurd_bound, lane_states
 from postmortem.analysis.hang.pipeline import (
     IndexedListing,
     mbarrier_wait,
@@ -51,13 +51,7 @@ from postmortem.analysis.hang.pipeline import (
 )
 from postmortem.analysis.hang.verdicts import model_findings
 from postmortem.analysis.hang.waitfor import WaitEdge, WarpWait, build_model, wait_edges
-from postmortem.analysis.hang.waits import (
-    Wait,
-    WaitKind,
-    absurd_bound,
-    kernel_code_of,
-    lane_states,
-)
+from postmortem.analysis.hang.waits import Wait, WaitKind, kernel_code_of
 from postmortem.analysis.state import WarpPcs, kernel_code, kernel_of, pc_groups
 from postmortem.codemap import CodeMap
 from postmortem.coredump.reader import Coredump

@@ -20,8 +20,7 @@ Each answer is computed once per (kernel listing, PC).
 from __future__ import annotations
 
 import re
-from collections import Counter, OrderedDict
-from collections.abc import Callable, Sequence
+from collections import OrderedDict
 from dataclasses import dataclass
 from enum import Enum
 
@@ -30,7 +29,6 @@ from postmortem.analysis.hang.pipeline import IndexedListing, mbarrier_wait
 from postmortem.cubin.cfg import ControlFlowGraph
 from postmortem.cubin.operands import MemoryAccess, decode_access
 from postmortem.cubin.sass import SassInstruction, SassListing
-from postmortem.model import Lane
 
 _REGISTER = re.compile(r"\b(U?R\d+|U?P\d)\b")
 _UNCACHED = frozenset({"STRONG", "VOLATILE", "MMIO"})
@@ -253,23 +251,6 @@ def _loop_tests(code: KernelCode, offset: int) -> tuple[SassInstruction, ...]:
     )  # fmt: skip
 
 
-def absurd_bound(test: SassInstruction, read: Callable[[str], int | None]) -> str | None:
-    """A compare of a loop's exit whose register operand holds an absurd bound (negative as a
-    signed value, over 2^31 unsigned), in words; else None. Evidence of a runaway loop (a
-    length read as -1 and compared unsigned), never proof of one."""
-    for operand in test.operands[2:4]:
-        name = operand.strip().removesuffix(".reuse")
-        if not re.fullmatch(r"U?R\d+", name):
-            continue
-        value = read(name)
-        if value is None:
-            continue
-        if value & 0x8000_0000:
-            reading = f"{_signed(value)} as signed, {value:,} unsigned"
-            return f"{name} = 0x{value:x} ({reading}) in {test.text}"
-    return None
-
-
 def _poll_why(poll: Poll) -> str:
     marks = f", with {', '.join(poll.pauses)}" if poll.pauses else ""
     test = f", tested by {poll.test.text}" if poll.test else ""
@@ -334,49 +315,6 @@ def _leaves_when(
         outside = last.base_opcode == "EXIT" or any(b not in loop for b in block.successors[:1])
         return when if outside else not when
     return None
-
-
-_COMPARE = {
-    "EQ": lambda a, b: a == b,
-    "NE": lambda a, b: a != b,
-    "LT": lambda a, b: a < b,
-    "LE": lambda a, b: a <= b,
-    "GT": lambda a, b: a > b,
-    "GE": lambda a, b: a >= b,
-}
-
-
-def exit_taken(poll: Poll, read: Callable[[str], int | None]) -> bool | None:
-    """Whether the value a lane last read already takes it out of the loop, from its
-    registers (`read` gives a register's value, or None); None when the test is not a plain
-    integer compare of two values."""
-    test = poll.test
-    if test is None or poll.leaves_when is None or test.base_opcode != "ISETP":
-        return None
-    if len(test.operands) != 5 or test.operands[1].strip() != "PT" or "AND" not in test.modifiers:
-        return None
-    if test.operands[4].strip() != "PT":
-        return None
-    compare = next((_COMPARE[m] for m in test.modifiers if m in _COMPARE), None)
-    left, right = (_value(op, read) for op in test.operands[2:4])
-    if compare is None or left is None or right is None:
-        return None
-    if "U32" not in test.modifiers:
-        left, right = _signed(left), _signed(right)
-    return bool(compare(left, right)) == poll.leaves_when
-
-
-def _value(operand: str, read: Callable[[str], int | None]) -> int | None:
-    text = operand.strip().removesuffix(".reuse")
-    if text in ("RZ", "URZ"):
-        return 0
-    if re.fullmatch(r"-?0x[0-9a-fA-F]+|-?\d+", text):
-        return int(text, 0) & 0xFFFF_FFFF
-    return read(text) if re.fullmatch(r"U?R\d+", text) else None
-
-
-def _signed(value: int) -> int:
-    return value - (1 << 32) if value & 0x8000_0000 else value
 
 
 def _tested_registers(
@@ -446,28 +384,3 @@ def _origin(listing: SassListing, before: int, register: str, hops: int) -> str 
             return _origin(listing, n, pointer.group(1), hops - 1) if pointer else None
         return None
     return None
-
-
-_CBU_STATES = ("Exited", "Ready", "Yielded", "Sleep", "SleepYield", "ReadyAtNext",
-               "BlockedPlus", "BlockedAll", "BlockedCollective")  # fmt: skip
-"""CUDBGCbuThreadState 0-8 (the debugger API header); 9 + n is "Blocked on Bn"."""
-
-
-def convergence_state(value: int) -> str:
-    """A lane's cbuThreadState in cuda-gdb's words; an unknown value as its number."""
-    if value < len(_CBU_STATES):
-        return _CBU_STATES[value]
-    if value < len(_CBU_STATES) + 16:
-        return f"Blocked on B{value - len(_CBU_STATES)}"
-    return "Invalid" if value == 0xFFFF_FFFF else f"state {value}"
-
-
-def lane_states(lanes: Sequence[Lane]) -> tuple[tuple[str, int], ...]:
-    """How many of `lanes` are in each convergence state, most first; () when their rows do
-    not record it (before r575)."""
-    counts = Counter(
-        convergence_state(lane.cbu_thread_state)
-        for lane in lanes
-        if lane.cbu_thread_state is not None
-    )
-    return tuple(counts.most_common())
