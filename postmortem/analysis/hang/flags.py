@@ -75,7 +75,7 @@ def waited_word(
     address from the lane's registers, and the barrier's 64-bit word when the dump holds
     the block's shared memory; None when the registers are not in the dump."""
     warp = find_warp(core, device, member.sm_id, member.warp_id)
-    lane = next(iter(lanes_at(core, warp, pc)), None) if warp else None
+    lane = core.find_lane_at(warp, pc) if warp else None
     if warp is None or lane is None:
         return None
     polled = _polled(wait, lane, core.registers(lane), core.uniform_registers(warp))
@@ -133,7 +133,7 @@ def poll_lanes(
     the dump holds for the word (its captured memory, else the load's destination register),
     and what the loop's test compares it with."""
     warp = find_warp(core, device, member.sm_id, member.warp_id)
-    lane = next(iter(lanes_at(core, warp, pc)), None) if warp else None
+    lane = core.find_lane_at(warp, pc) if warp else None
     if warp is None or lane is None:
         return []
     registers = core.registers(lane)
