@@ -129,13 +129,22 @@ class CodeMap:
             self._inline_trees[module] = self._debug(module, read_inline_tree)
         return self._inline_trees[module]
 
+    def elf_image(self, module: Module) -> ElfImage | None:
+        """The module's relocated image as sections and symbols, read once; None when the
+        dump holds none.
+
+        Raises:
+            MalformedElf: The image's section table cannot be read.
+        """
+        if module not in self._elf_images:
+            image = self.image_bytes(module)
+            self._elf_images[module] = ElfImage(image) if image else None
+        return self._elf_images[module]
+
     def _debug(self, module: Module, read: Callable[[ElfImage], T | None]) -> T | None:
-        # One ElfImage of the image serves the line table and the inline tree.
+        # One ElfImage of the image serves the line table, the inline tree and the strings.
         try:
-            if module not in self._elf_images:
-                image = self.image_bytes(module)
-                self._elf_images[module] = ElfImage(image) if image else None
-            elf = self._elf_images[module]
+            elf = self.elf_image(module)
             return read(elf) if elf is not None else None
         except MalformedElf as error:
             self.unreadable_lines.setdefault(module, str(error))

@@ -111,6 +111,10 @@ class ControlFlowGraph:
                 found[successor].append(block.index)
         return found
 
+    def predecessors(self, index: int) -> tuple[int, ...]:
+        """The blocks control can come to block `index` from."""
+        return tuple(self._predecessors.get(index, ()))
+
     def loop_instructions(self, loop: frozenset[int]) -> tuple[SassInstruction, ...]:
         """The instructions of a loop's blocks, in address order."""
         found = [i for b in sorted(loop) for i in self.blocks[b].instructions]

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from postmortem.analysis.fault import diagnose as dx
+from postmortem.analysis.fault.assertion import DeviceAssert, decode_assert, find_assert_call
 from postmortem.analysis.fault.calls import CallStack, unwind
 from postmortem.analysis.fault.disassembly import disassemble_function, quoted
 from postmortem.analysis.fault.inline import FrameName, NamedChain, line_table_chain, reconcile
@@ -79,6 +80,8 @@ class FaultSite:
     """The function of each frame of `chain` (and `quoted`), where a source names it."""
     calls: CallStack | None = None
     """The first faulting lane's call stack (one frame when nothing was called)."""
+    assertion: DeviceAssert | None = None
+    """The failed device assert the lanes stopped at: message, file, line, function."""
 
     @property
     def module_handle(self) -> int | None:
@@ -232,10 +235,14 @@ def _disassembled(
         return _replace(site, diagnoses=tuple(notes))
     listing = result.listing
     instruction = listing.at(site.offset)
-    call = _assert_call(listing, site, instruction)
-    if call is not None:
-        notes.append(dx.assert_return_address(site.offset, call))
+    found = find_assert_call(listing, site.offset, site.exception)
+    assertion = None
+    if found is not None:
+        call, inside = found
+        if inside:
+            notes.append(dx.assert_return_address(site.offset, call))
         instruction = call
+        assertion = decode_assert(core, code_map, site.module, listing, site.offset, site.faults)
     window = _without_padding(listing.window(site.offset, options.window, options.window), listing)
     named, disagreement = reconcile(native, instruction.inline_chain if instruction else ())
     notes.extend([disagreement] if disagreement else [])
@@ -253,24 +260,8 @@ def _disassembled(
     return _replace(
         site, instruction=instruction, window=window, chain=chain, quoted=lines,
         frame_names=named.names, disassembly=result, diagnoses=tuple(notes), forensics=evidence,
+        assertion=assertion,
     )  # fmt: skip
-
-
-_WARP_ASSERT = 12
-
-
-def _assert_call(
-    listing: SassListing, site: FaultSite, at: SassInstruction | None
-) -> SassInstruction | None:
-    """The `__assertfail` call of a failed device assert whose PC is the call's return
-    address: on an H100 (driver 580) the asserting lane sits inside the call, its PC the
-    instruction after it (fixtures/real/torch_index_assert_real)."""
-    if site.exception != _WARP_ASSERT or site.offset is None:
-        return None
-    if at is not None and at.base_opcode == "CALL":
-        return None
-    before = listing.before(site.offset)
-    return before if before is not None and before.base_opcode == "CALL" else None
 
 
 def _without_padding(

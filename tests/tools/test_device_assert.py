@@ -1,0 +1,168 @@
+"""Failed device asserts decoded from the dump alone, on PyTorch's own cubins (fixtures/corpus:
+torch 2.14.1, ATen's Repeat.cu and NLLLoss2d.cu, built without line info) and on our assert
+kernel built by ptxas 11.8 and 13 (fixtures/cu/device_assert.cu).
+
+What a part should be comes from the programs: the text of PyTorch's CUDA_KERNEL_ASSERT
+conditions and the `@pm fault` marker of our source, never from our own reading.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from functools import cache
+from pathlib import Path
+
+import pytest
+
+from fixtures.builder.markers import marker_location
+from postmortem import open_coredump
+from postmortem.analysis.fault.assertion import ASSERTFAIL
+from postmortem.analysis.fault.fault import localize
+from postmortem.cubin.cfg import ControlFlowGraph
+from postmortem.cubin.elfimage import ElfImage
+from postmortem.cubin.globaldata import ModuleData
+from postmortem.cubin.sass import SassListing, parse_sass
+from postmortem.tools import find_tool
+from tests.conftest import FIXTURES
+from tests.tinydump import (
+    BlockSpec,
+    DeviceSpec,
+    DumpSpec,
+    GridSpec,
+    LaneSpec,
+    ModuleSpec,
+    WarpSpec,
+    cubin,
+    write_tiny_dump,
+)
+from tests.tooling import require_tool
+
+CORPUS = FIXTURES / "corpus" / "cubins"
+REPEAT = "torch-2.14.1.libtorch_cuda.2000.sm_90"
+NLL = "torch-2.14.1.libtorch_cuda.1844.sm_90"
+REPEAT_KERNEL = "_Z19compute_cuda_kernelIlEvPKT_PKlPS0_ll"
+WARP_ASSERT = 12
+
+
+@pytest.fixture(scope="module", autouse=True)
+def nvdisasm():
+    require_tool("nvdisasm")
+
+
+@cache
+def functions(name: str) -> tuple[SassListing, ...]:
+    text = subprocess.run(
+        [str(find_tool("nvdisasm")), "-c", "-ndf", str(CORPUS / f"{name}.cubin")],
+        capture_output=True, text=True, check=True, timeout=300,
+    ).stdout  # fmt: skip
+    parts = text.split("//--------------------- .text.")[1:]
+    return tuple(parse_sass("//--------------------- .text." + p) for p in parts)
+
+
+def assert_calls(name: str):
+    data = ModuleData(ElfImage((CORPUS / f"{name}.cubin").read_bytes()))
+    for listing in functions(name):
+        graph = ControlFlowGraph(listing)
+        for instruction in listing.instructions:
+            if instruction.base_opcode == "CALL":
+                yield listing, graph, data, instruction
+
+
+@pytest.mark.parametrize("name", [REPEAT, NLL])
+def test_every_assert_call_of_aten_decodes_from_the_code(name, tmp_path):
+    # GIVEN every call of PyTorch's cubin, and a lane of a dump stopped at each assert call
+    from postmortem.analysis.fault import assertion
+
+    decoded = 0
+    for _listing, graph, data, call in assert_calls(name):
+        if assertion._callee(graph, call, data) != ASSERTFAIL:
+            continue
+        reader = assertion._Reader(_NoMemory(), data, graph, call)
+        parts = {p.name: reader.from_code(p) for p in assertion._PARAMETERS}
+        # THEN all four parts are read, from the code and the image alone
+        assert all(part.known for part in parts.values()), (hex(call.offset), parts)
+        assert str(parts["file"].value).endswith((".cu", ".cuh", ".h")), parts["file"]
+        assert isinstance(parts["line"].value, int) and parts["line"].value > 0
+        decoded += 1
+    assert decoded >= 4
+
+
+class _NoMemory:
+    def read_memory(self, address: int, size: int) -> None:
+        return None
+
+
+def repeat_dump(tmp_path: Path, offset: int, registers: dict[int, int] | None = None) -> Path:
+    module = ModuleSpec(f"corpus/{REPEAT}", abi="v8")
+    lane = LaneSpec(offset, exception=WARP_ASSERT, registers=registers or {})
+    grid = GridSpec(1, module, kernel=REPEAT_KERNEL)
+    device = DeviceSpec([module], [grid], [BlockSpec(1, [WarpSpec([lane])])])
+    return write_tiny_dump(tmp_path / "assert.nvcudmp", DumpSpec([device], layout="r580"))
+
+
+BOUNDS = "repeat >= 0 && start >= 0 && end <= result_size"
+"""PyTorch 2.14's aten/src/ATen/native/cuda/Repeat.cu: `CUDA_KERNEL_ASSERT(repeat >= 0 &&
+start >= 0 && end <= result_size)` in compute_cuda_kernel."""
+
+
+def the_bounds_assert() -> int:
+    listing = next(f for f in functions(REPEAT) if f.function == REPEAT_KERNEL)
+    graph = ControlFlowGraph(listing)
+    data = ModuleData(ElfImage((CORPUS / f"{REPEAT}.cubin").read_bytes()))
+    from postmortem.analysis.fault import assertion
+
+    for instruction in listing.instructions:
+        if instruction.base_opcode != "CALL":
+            continue
+        reader = assertion._Reader(_NoMemory(), data, graph, instruction)
+        if reader.from_code(assertion._PARAMETERS[0]).value == BOUNDS:
+            return instruction.offset
+    raise AssertionError("no such assert in the cubin")
+
+
+@pytest.mark.parametrize("inside", [False, True], ids=["at-the-call", "inside-the-call"])
+def test_a_lane_at_an_aten_assert_names_it_in_both_pc_conventions(tmp_path, inside):
+    # GIVEN a lane at the call, or inside it (its PC the return address, its argument
+    # registers reused: zeros here)
+    call = the_bounds_assert()
+    path = repeat_dump(tmp_path, call + (16 if inside else 0))
+    with open_coredump(path) as core:
+        site = localize(core)[0]
+    decoded = site.assertion
+    # THEN the assert is named from the code, whatever the registers hold
+    assert decoded is not None and decoded.call_offset == call
+    assert decoded.lanes_in_call is inside
+    assert decoded.message.value == BOUNDS
+    assert str(decoded.file.value).endswith("aten/src/ATen/native/cuda/Repeat.cu")
+    assert decoded.function.value == "compute_cuda_kernel"
+    assert site.instruction is not None and site.instruction.offset == call
+
+
+def test_a_pc_that_is_not_at_an_assert_call_decodes_nothing(tmp_path):
+    call = the_bounds_assert()
+    with open_coredump(repeat_dump(tmp_path, call - 32)) as core:
+        assert localize(core)[0].assertion is None
+
+
+@pytest.mark.parametrize("abi", ["v7", "v8"])
+def test_our_assert_kernel_is_decoded_from_ptxas_11_and_13_code(tmp_path, abi):
+    # ptxas 11.8 (v7) names the strings in relocated immediates (32@lo($str)) and the callee
+    # in the call; ptxas 13 (v8) loads both from constant bank 4
+    file, line = marker_location(FIXTURES / "cu" / "device_assert.cu", "fault")
+    module = ModuleSpec("device_assert", abi=abi)
+    lanes = [LaneSpec(cubin("device_assert", abi).fault["offset"], exception=WARP_ASSERT)] * 3
+    device = DeviceSpec([module], [GridSpec(1, module)], [BlockSpec(1, [WarpSpec(lanes)])])
+    with open_coredump(write_tiny_dump(tmp_path / "a.nvcudmp", DumpSpec([device]))) as core:
+        site = localize(core)[0]
+    decoded = site.assertion
+    assert decoded is not None and decoded.callee == ASSERTFAIL
+    assert decoded.message.value == "i < n"
+    assert (Path(str(decoded.file.value)).name, decoded.line.value) == (file, line)
+    assert "check_index" in str(decoded.function.value)
+    assert decoded.lanes == 3
+
+
+def test_the_committed_assert_dump_is_decoded():
+    with open_coredump(FIXTURES / "dumps" / "device_assert.nvcudmp") as core:
+        decoded = localize(core)[0].assertion
+    assert decoded is not None and decoded.text.startswith("Assertion `i < n` failed at ")
