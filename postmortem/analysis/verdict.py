@@ -98,4 +98,6 @@ def decide(
     first = sites[0]
     kernel = heading_name(first.function.name) if first.function else "an unknown function"
     where = f" at {first.location}" if first.location else ""
-    return Verdict(VerdictKind.FAULT, f"{site_title(first)} in {kernel}{where}", len(sites))
+    asserted = first.assertion
+    said = f": {asserted.text}" if asserted is not None and asserted.message.known else ""
+    return Verdict(VerdictKind.FAULT, f"{site_title(first)} in {kernel}{where}{said}", len(sites))

@@ -26,6 +26,7 @@ from postmortem.demangle import brief_name, demangle, heading_name
 from postmortem.findings import Finding
 from postmortem.model import Fault, FaultSource
 from postmortem.report.calls import calls_json
+from postmortem.report.assertion import assert_json
 from postmortem.report.forensics import builds_json, census_json, counts_json, forensics_json
 from postmortem.report.host import host_json
 from postmortem.report.oncall import oncall_json
@@ -215,6 +216,7 @@ def _site(site: FaultSite) -> Json:
             for depth, (q, name) in enumerate(zip(site.quoted, names, strict=True))
         ],
         "forensics": forensics_json(site.forensics),
+        "assert": assert_json(site.assertion),
         "diagnoses": [_diagnosis(d) for d in site.diagnoses],
     }
 

@@ -33,6 +33,7 @@ from tests.tinydump import (
     ModuleSpec,
     WarpSpec,
     cubin,
+    renamed,
     write_tiny_dump,
 )
 from tests.tooling import require_tool
@@ -166,3 +167,21 @@ def test_the_committed_assert_dump_is_decoded():
     with open_coredump(FIXTURES / "dumps" / "device_assert.nvcudmp") as core:
         decoded = localize(core)[0].assertion
     assert decoded is not None and decoded.text.startswith("Assertion `i < n` failed at ")
+
+
+def test_strings_the_image_lost_are_said_to_be_unknown_and_why(tmp_path):
+    # GIVEN our v8 assert kernel whose image lost the relocations of constant bank 4 (the
+    # section renamed: what a truncated or stripped image leaves)
+    module = renamed(
+        ModuleSpec("device_assert", abi="v8"), b".rela.nv.constant4", b".rela.nv.constantX"
+    )
+    lane = LaneSpec(cubin("device_assert", "v8").fault["offset"], exception=WARP_ASSERT)
+    device = DeviceSpec([module], [GridSpec(1, module)], [BlockSpec(1, [WarpSpec([lane])])])
+    with open_coredump(write_tiny_dump(tmp_path / "a.nvcudmp", DumpSpec([device]))) as core:
+        decoded = localize(core)[0].assertion
+    # THEN the line, an immediate of the code, is still read; each string says why it is not
+    assert decoded is not None and decoded.line.known
+    for part in (decoded.message, decoded.file, decoded.function):
+        assert part.value is None
+        assert "which no relocation of the image fills" in part.source
+    assert decoded.text.startswith("Assertion `(message unknown)` failed at (file unknown)")

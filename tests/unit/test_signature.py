@@ -164,7 +164,7 @@ def test_version_2_keys_carry_the_innermost_in_app_function():
     sig = compute_signature(facts, RULES)
     # THEN the in-app frame's function, normalized, is a component of the key
     assert sig.function == "pm::store<>"
-    assert sig.key == "v3|Warp Illegal Address|k|+0x40|pm::store<>|/s/store.cuh:10"
+    assert sig.key == "v4|Warp Illegal Address|k|+0x40|pm::store<>|/s/store.cuh:10"
     assert sig.components == ("exception", "kernel", "offset", "function", "frames")
     # AND the same lines under another function are another signature
     other = SignatureInput(14, "_Z1kPf", 0x40, chain, True, (None, "_ZN2pm4loadIfEEvPT_iS1_"))
@@ -193,6 +193,11 @@ def test_a_frame_no_source_names_leaves_the_function_unknown():
             "v2|no exception|k|?|?|",
             {"version": "2", "exception": "no exception", "kernel": "k", "offset": "?",
              "function": "?", "frames": ""},
+        ),
+        (
+            "v4|Warp Assert|assert|Loss.cu:244|nll_loss_forward|t >= 0 || t < n_classes",
+            {"version": "4", "exception": "Warp Assert", "place": "Loss.cu:244",
+             "function": "nll_loss_forward", "message": "t >= 0 || t < n_classes"},
         ),
         (
             "v3|Warp Illegal Address|cutlass::device_kernel<flash::FlashAttnFwdSm90<>>|+0x40|?|",

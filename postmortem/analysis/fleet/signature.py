@@ -1,6 +1,6 @@
 """Crash signatures: one stable key per kind of crash, so that many dumps group by cause.
 
-Signature version 3 (``SIGNATURE_VERSION``) is built from, in this order:
+Signature version 4 (``SIGNATURE_VERSION``) is built from, in this order:
 
 1. the exception, in words (``Warp Illegal Address``); ``no exception`` for a hang dump;
 2. the kernel, demangled and normalized: parameters and return type dropped, every template
@@ -17,7 +17,12 @@ Signature version 3 (``SIGNATURE_VERSION``) is built from, in this order:
    path normalization, skipping frames in library paths (the rules file) up to the first
    in-app frame; ``top_frames`` frames are kept.
 
-Version 1 keys had no (4): ``v1|exception|kernel|+offset|frames``; version 2 collapsed a
+A failed device assert whose message, file and line are known keys by the assert instead,
+so that one assert groups across the kernels it is inlined into and across builds (other
+offsets, other checkout folders), and two asserts of one kernel do not:
+``v4|Warp Assert|assert|<file's base name>:<line>|<function>|<message>``.
+
+Version 3 keys were version 4's for every dump but an assert's. Version 1 keys had no (4): ``v1|exception|kernel|+offset|frames``; version 2 collapsed a
 wrapper kernel's identity too, so every CUTLASS 3.x kernel keyed as
 ``cutlass::device_kernel<>``. `read_key` reads keys of every version, so results written
 before a change stay readable.
@@ -41,6 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from postmortem.analysis.analyze import Analysis
+from postmortem.analysis.fault.assertion import DeviceAssert
 from postmortem.analysis.fault.inline import SOURCE_FILE, FrameName
 from postmortem.analysis.fault.source import PathMap
 from postmortem.analysis.fleet.library_paths import matches_library
@@ -50,7 +56,7 @@ from postmortem.demangle import normalize_kernel, normalize_name
 from postmortem.model import describe_exception
 from postmortem.safefile import read_regular
 
-SIGNATURE_VERSION = 3
+SIGNATURE_VERSION = 4
 """Bumped whenever the algorithm changes what it groups together."""
 MAX_RULES_BYTES = 4 << 20
 """The largest rules file read (the packaged one is a few hundred bytes)."""
@@ -63,7 +69,10 @@ _KEY_PARTS = {
     1: ("exception", "kernel", "offset", "frames"),
     2: ("exception", "kernel", "offset", "function", "frames"),
     3: ("exception", "kernel", "offset", "function", "frames"),
+    4: ("exception", "kernel", "offset", "function", "frames"),
 }
+_ASSERT_PARTS = ("exception", "place", "function", "message")
+"""A version 4 assert key: ``v4|exception|assert|place|function|message``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,6 +183,9 @@ class SignatureInput:
     """Whether the cubin has `.debug_line` (None: unknown)."""
     functions: tuple[str | None, ...] = ()
     """The mangled function of each frame of `chain`, where a source names it."""
+    assertion: tuple[str, str, int, str | None] | None = None
+    """A failed device assert's message, file, line and function (None when unknown), when
+    the first three are known."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -237,6 +249,8 @@ def compute_signature(
     facts: SignatureInput, rules: SignatureRules, path_maps: Sequence[PathMap] = ()
 ) -> Signature:
     """The signature of one dump's facts under `rules`."""
+    if facts.assertion is not None:
+        return _assert_signature(facts, facts.assertion, rules)
     exception = "no exception" if facts.exception is None else describe_exception(facts.exception)
     kernel = normalize_kernel(facts.kernel) if facts.kernel else "<unknown kernel>"
     all_frames = normalize_frames(facts.chain, rules, path_maps)
@@ -268,6 +282,26 @@ def compute_signature(
         components=tuple(components),
         quality=_quality(facts, bool(frames), first_app is not None),
     )
+
+
+def _assert_signature(
+    facts: SignatureInput, found: tuple[str, str, int, str | None], rules: SignatureRules
+) -> Signature:
+    # The file's base name: the same source checked out in another folder is the same assert.
+    message, file, line, named = found
+    exception = describe_exception(facts.exception) if facts.exception is not None else "?"
+    base = posixpath.basename(file.replace("\\", "/"))
+    place = f"{base}:{line}"
+    coarse_key = f"v{SIGNATURE_VERSION}|{exception}|assert|{place}"
+    key = f"{coarse_key}|{named or '?'}|{message}"
+    frame = Frame(base, line, False)
+    return Signature(
+        version=SIGNATURE_VERSION, rules=f"{rules.name}@{rules.digest}", id=_short_hash(key),
+        key=key, coarse_id=_short_hash(coarse_key), coarse_key=coarse_key, exception=exception,
+        kernel=normalize_kernel(facts.kernel) if facts.kernel else "<unknown kernel>",
+        offset=facts.offset, function=named, frames=(place,), all_frames=(frame,), skipped=0,
+        components=("exception", "assert"), quality=Quality(3, True, True, True, None),
+    )  # fmt: skip
 
 
 def _short_hash(text: str) -> str:
@@ -306,7 +340,7 @@ def signature_input(analysis: Analysis) -> SignatureInput:
         offset = inner.offset if inner and inner.offset is not None else site.offset
         return SignatureInput(
             site.exception, kernel, offset, site.chain, site.has_line_info,
-            tuple(_grouped_name(n) for n in site.frame_names),
+            tuple(_grouped_name(n) for n in site.frame_names), _assert_facts(site.assertion),
         )  # fmt: skip
     if analysis.hang and analysis.hang.groups:
         group = analysis.hang.groups[0]
@@ -315,6 +349,16 @@ def signature_input(analysis: Analysis) -> SignatureInput:
         offset = inner.offset if inner and inner.offset is not None else group.offset
         return SignatureInput(None, group.kernel, offset, group.chain, None, names)
     return SignatureInput(None, None, None, (), None)
+
+
+def _assert_facts(found: DeviceAssert | None) -> tuple[str, str, int, str | None] | None:
+    if found is None:
+        return None
+    message, file, line = found.message.value, found.file.value, found.line.value
+    if not (isinstance(message, str) and isinstance(file, str) and isinstance(line, int)):
+        return None
+    function = found.function.value if isinstance(found.function.value, str) else None
+    return message, file, line, function
 
 
 def _grouped_name(name: FrameName | None) -> str | None:
@@ -342,6 +386,10 @@ def read_key(key: str) -> dict[str, str]:
     # Names may hold `|` (`operator|`): the offset (`+0x…` or `?`) is found by its shape,
     # the kernel is what comes before it; in version 2 the frames are the last part.
     parts = rest.split("|")
+    if version == 4 and len(parts) >= 5 and parts[1] == "assert":
+        # The message is last, and may hold `|` (`a || b`).
+        found = dict(zip(_ASSERT_PARTS, [parts[0], parts[2], parts[3], "|".join(parts[4:])]))
+        return {"version": str(version), **found}
     at = next((i for i in range(1, len(parts)) if _OFFSET.fullmatch(parts[i])), None)
     if at is None or len(parts) < len(names):
         raise ValueError(f"not a version {version} signature key: {key[:40]!r}")

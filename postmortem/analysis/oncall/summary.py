@@ -11,7 +11,7 @@ statements), so a report can say "none checked" instead of guessing.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import Enum
 
 from postmortem.analysis.analyze import Analysis
@@ -20,6 +20,7 @@ from postmortem.analysis.fault.fault import FaultSite
 from postmortem.analysis.hang.collective import is_collective
 from postmortem.analysis.hang.hang import StuckGroup
 from postmortem.analysis.oncall import evidence as parts
+from postmortem.analysis.oncall.asserted import assert_frame, assert_signal, assert_step
 from postmortem.analysis.oncall.evidence import NATIVE, BestGuess, Statement
 from postmortem.analysis.state import KernelState
 from postmortem.analysis.verdict import site_title
@@ -128,13 +129,25 @@ def _fault_summary(analysis: Analysis, site: FaultSite) -> OnCallSummary:
         problem_class,
         problem,
         _fault_signal(site),
-        parts.site_guess(analysis, site),
+        _with_assert(parts.site_guess(analysis, site), site),
         (*parts.site_ruled_out(site), *parts.common_ruled_out(analysis, site)),
         parts.cross_check_step(analysis)
+        or assert_step(site)
         or parts.finding_step(site.diagnoses, site)
         or parts.dump_step(analysis)
         or parts.localized_step(site, problem_class is ProblemClass.DEVICE_ASSERT),
     )
+
+
+def _with_assert(guess: BestGuess, site: FaultSite) -> BestGuess:
+    """Without an inline chain, the place a failed assert names is the frame to read, and
+    the source line is no longer unknown."""
+    named = assert_frame(site)
+    if guess.frame is not None or named is None:
+        return guess
+    frame, condition = named
+    unknown = tuple(u for u in guess.unknown if not u.startswith(("source line:", "source text:")))
+    return replace(guess, frame=frame, source_line=condition, unknown=unknown)
 
 
 def _fault_class(site: FaultSite) -> tuple[ProblemClass, str]:
@@ -153,7 +166,11 @@ def _fault_class(site: FaultSite) -> tuple[ProblemClass, str]:
 
 
 def _fault_signal(site: FaultSite) -> Statement:
-    """A failed address check, else the driver's own words, else the exception records."""
+    """The failed assert, a failed address check, else the driver's own words, else the
+    exception records."""
+    asserted = assert_signal(site)
+    if asserted is not None:
+        return asserted
     checks = site.forensics.checks if site.forensics else ()
     failed = next((c for c in checks if c.verdict is False), None)
     if failed is not None:
