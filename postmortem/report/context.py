@@ -25,8 +25,8 @@ from postmortem.analysis.verdict import Verdict, VerdictKind
 from postmortem.demangle import brief_name, demangle, heading_name
 from postmortem.findings import Finding
 from postmortem.model import Fault, FaultSource
-from postmortem.report.calls import calls_json
 from postmortem.report.assertion import assert_json
+from postmortem.report.calls import calls_json
 from postmortem.report.forensics import builds_json, census_json, counts_json, forensics_json
 from postmortem.report.host import host_json
 from postmortem.report.oncall import oncall_json

@@ -22,9 +22,9 @@ so that one assert groups across the kernels it is inlined into and across build
 offsets, other checkout folders), and two asserts of one kernel do not:
 ``v4|Warp Assert|assert|<file's base name>:<line>|<function>|<message>``.
 
-Version 3 keys were version 4's for every dump but an assert's. Version 1 keys had no (4): ``v1|exception|kernel|+offset|frames``; version 2 collapsed a
-wrapper kernel's identity too, so every CUTLASS 3.x kernel keyed as
-``cutlass::device_kernel<>``. `read_key` reads keys of every version, so results written
+Version 3 keys were version 4's for every dump but an assert's. Version 1 keys had no (4):
+``v1|exception|kernel|+offset|frames``; version 2 collapsed a wrapper kernel's identity
+too, so every CUTLASS 3.x kernel keyed as ``cutlass::device_kernel<>``. `read_key` reads keys of every version, so results written
 before a change stay readable.
 
 Hosts, processes, GPUs, load addresses and times are never part of it; they are facets of a
@@ -388,7 +388,8 @@ def read_key(key: str) -> dict[str, str]:
     parts = rest.split("|")
     if version == 4 and len(parts) >= 5 and parts[1] == "assert":
         # The message is last, and may hold `|` (`a || b`).
-        found = dict(zip(_ASSERT_PARTS, [parts[0], parts[2], parts[3], "|".join(parts[4:])]))
+        values = [parts[0], parts[2], parts[3], "|".join(parts[4:])]
+        found = dict(zip(_ASSERT_PARTS, values, strict=True))
         return {"version": str(version), **found}
     at = next((i for i in range(1, len(parts)) if _OFFSET.fullmatch(parts[i])), None)
     if at is None or len(parts) < len(names):
