@@ -24,8 +24,8 @@ offsets, other checkout folders), and two asserts of one kernel do not:
 
 Version 3 keys were version 4's for every dump but an assert's. Version 1 keys had no (4):
 ``v1|exception|kernel|+offset|frames``; version 2 collapsed a wrapper kernel's identity
-too, so every CUTLASS 3.x kernel keyed as ``cutlass::device_kernel<>``. `read_key` reads keys of every version, so results written
-before a change stay readable.
+too, so every CUTLASS 3.x kernel keyed as ``cutlass::device_kernel<>``. `read_key` reads
+keys of every version, so results written before a change stay readable.
 
 Hosts, processes, GPUs, load addresses and times are never part of it; they are facets of a
 group. The coarse key is (1) and (2) only, so near-duplicates (the same kernel faulting at
