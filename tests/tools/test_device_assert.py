@@ -8,6 +8,7 @@ conditions and the `@pm fault` marker of our source, never from our own reading.
 
 from __future__ import annotations
 
+import json
 import subprocess
 from functools import cache
 from pathlib import Path
@@ -36,7 +37,7 @@ from tests.tinydump import (
     renamed,
     write_tiny_dump,
 )
-from tests.tooling import require_tool
+from tests.tooling import invoke, require_tool
 
 CORPUS = FIXTURES / "corpus" / "cubins"
 REPEAT = "torch-2.14.1.libtorch_cuda.2000.sm_90"
@@ -185,3 +186,35 @@ def test_strings_the_image_lost_are_said_to_be_unknown_and_why(tmp_path):
         assert part.value is None
         assert "which no relocation of the image fills" in part.source
     assert decoded.text.startswith("Assertion `(message unknown)` failed at (file unknown)")
+
+
+REAL = FIXTURES / "real" / "torch_index_assert_real"
+
+
+def host_checks(tmp_path: Path, first_line: str) -> list[dict]:
+    lines = (REAL.with_suffix(".host.log")).read_text().splitlines()
+    log = tmp_path / "host.log"
+    log.write_text("\n".join([first_line, *lines[1:]]) + "\n")
+    out = tmp_path / "r.json"
+    result = invoke("analyze", str(REAL.with_suffix(".nvcudmp.gz")), "--host-log", str(log),
+                    "--format", "json", "-o", str(out), "--no-gdb")  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    checks = json.loads(out.read_text())["host"]["checks"]
+    return [c for c in checks if c["fact"] in ("assert", "kernel")]
+
+
+def test_the_driver_s_assert_line_is_compared_thread_by_thread(tmp_path):
+    # GIVEN the line the driver printed for the asserting thread
+    printed = (REAL.with_suffix(".host.log")).read_text().splitlines()[0]
+    checks = host_checks(tmp_path, printed)
+    # THEN it agrees with the decoded assert, and the lambda's operator() the driver names is
+    # no disagreement with the kernel it is inlined into
+    by_fact = {c["fact"]: c for c in checks}
+    assert by_fact["assert"]["agrees"] is True
+    assert "that thread's assert" in by_fact["assert"]["how"]
+    assert by_fact["kernel"]["agrees"] is None
+    # WHEN another message is printed for that thread
+    other = printed.replace("index out of bounds", "index out of range!")
+    (check,) = [c for c in host_checks(tmp_path, other) if c["fact"] == "assert"]
+    # THEN the two disagree, on the message alone
+    assert check["agrees"] is False and check["how"].endswith("differs in message")

@@ -6,13 +6,15 @@ exception, a device assert's kernel and thread, and a Python traceback put in it
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from postmortem.analysis.fault.fault import FaultSite
 from postmortem.analysis.host.check import HostCheck, coordinates_check, kernel_check
 from postmortem.findings import Finding, FindingCode, Severity
-from postmortem.host.model import CudaErrorLog
+from postmortem.host.model import CudaErrorLog, DeviceAssert
 from postmortem.model import describe_exception
+from postmortem.spelling import dim3_text
 
 # What the host's words mean, as the dump's exception codes (postmortem.model).
 _KIND_CODES: dict[str, frozenset[int]] = {
@@ -46,11 +48,63 @@ def cuda_error_checks(
         )
     for assertion in log.asserts[:1]:
         line, function = assertion.line, assertion.function
-        checks.append(kernel_check(path, line, "device assert", function, kernels))
+        kernel = kernel_check(path, line, "device assert", function, kernels)
+        if kernel.agrees is False:
+            # The driver prints the function the assert is in, often inlined into the kernel
+            # (a lambda's operator()): another name is no disagreement.
+            how = "an assert names the function it is in, which may be inlined into the kernel"
+            kernel = replace(kernel, agrees=None, how=how)
+        checks.append(kernel)
         checks.append(
             coordinates_check(path, line, "device assert", assertion.block, assertion.thread, sites)
         )
+    checks.extend(assert_check(path, printed, sites) for printed in log.asserts[:_ASSERTS_CHECKED])
     return checks
+
+
+_ASSERTS_CHECKED = 8
+"""Printed assert lines compared, thread by thread, with the dump's decoded asserts."""
+
+
+def assert_check(path: Path, printed: DeviceAssert, sites: Sequence[FaultSite]) -> HostCheck:
+    """What the driver printed for one asserting thread against the assert the dump decodes
+    for that thread (its site), or for the first decoded assert when the thread is not among
+    the dump's asserting lanes."""
+    host = (
+        f"block {dim3_text(printed.block)} thread {dim3_text(printed.thread)}: "
+        f"{printed.source_file}:{printed.source_line}: {printed.function}: `{printed.condition}`"
+    )
+    decoded = [s for s in sites if s.assertion is not None]
+    at = next(
+        (s for s in decoded for f in s.faults
+         if f.block_idx == printed.block and f.thread_idx == printed.thread),
+        None,
+    )  # fmt: skip
+    site = at or (decoded[0] if decoded else None)
+    if site is None or site.assertion is None:
+        how = "the dump decodes no assert"
+        return HostCheck(path, printed.line, "device assert", "assert", host, None, None, how)
+    found = site.assertion
+    pairs = (
+        ("message", found.message.value, printed.condition),
+        ("file", found.file.value, printed.source_file),
+        ("line", found.line.value, printed.source_line),
+        ("function", found.function.value, printed.function),
+    )
+    differ = [name for name, ours, theirs in pairs if ours is not None and ours != theirs]
+    compared = [name for name, ours, _ in pairs if ours is not None]
+    thread = (
+        "that thread's"
+        if at is not None
+        else "the first (the thread is not an asserting lane of the dump)"
+    )
+    if not compared:
+        agrees, how = None, f"{thread} assert has no part the dump holds"
+    elif differ:
+        agrees, how = False, f"{thread} assert differs in {', '.join(differ)}"
+    else:
+        agrees, how = True, f"{thread} assert: the same {', '.join(compared)}"
+    return HostCheck(path, printed.line, "device assert", "assert", host, found.text, agrees, how)
 
 
 def surfaced_elsewhere(path: Path, log: CudaErrorLog, sites: Sequence[FaultSite]) -> list[Finding]:
