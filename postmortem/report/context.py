@@ -25,8 +25,8 @@ from postmortem.analysis.verdict import Verdict, VerdictKind
 from postmortem.demangle import brief_name, demangle, heading_name
 from postmortem.findings import Finding
 from postmortem.model import Fault, FaultSource
-from postmortem.report.assertion import assert_json
 from postmortem.report.calls import calls_json
+from postmortem.report.deliberate import assert_json, trap_json
 from postmortem.report.forensics import builds_json, census_json, counts_json, forensics_json
 from postmortem.report.host import host_json
 from postmortem.report.oncall import oncall_json
@@ -217,6 +217,7 @@ def _site(site: FaultSite) -> Json:
         ],
         "forensics": forensics_json(site.forensics),
         "assert": assert_json(site.assertion),
+        "trap_stop": trap_json(site.trap),
         "diagnoses": [_diagnosis(d) for d in site.diagnoses],
     }
 

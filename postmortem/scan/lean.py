@@ -14,12 +14,13 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from postmortem.analysis.analyze import Analysis, AnalysisMode, AnalyzeOptions
-from postmortem.analysis.fault.fault import localize
+from postmortem.analysis.fault.fault import FaultSite, localize
 from postmortem.analysis.hang.hang import analyze_hang
 from postmortem.analysis.state import gpu_state, warp_pcs
 from postmortem.analysis.verdict import decide, without_claims
 from postmortem.codemap import CodeMap
 from postmortem.coredump import open_coredump
+from postmortem.model import FaultSource
 from postmortem.salvage import dump_findings, lost_rows, lost_warps
 from postmortem.scan.build import build_key
 from postmortem.scan.instruction import InstructionMemo
@@ -39,6 +40,14 @@ class AtPc:
     """nvdisasm timed out or was killed: the row is not cached, so a later scan tries again."""
     build_key: str | None = None
     """The faulting module's build (`postmortem.scan.build.build_key`)."""
+
+
+_WARP_ASSERT = 12
+
+
+def _deliberate(site: FaultSite) -> bool:
+    """A failed assert or a warp stopped at a trap."""
+    return site.exception == _WARP_ASSERT or any(f.source is FaultSource.TRAP for f in site.faults)
 
 
 def lean_analysis(
@@ -62,6 +71,11 @@ def lean_analysis(
         if options.mode is AnalysisMode.HANG or (options.mode is AnalysisMode.AUTO and not sites):
             hang = without_claims(analyze_hang(core, warps, native, code_map), lost_warps(core))
         summary = replace(summary, findings=dump_findings(core, code_map))
+        if sites and options.localize.disassemble and _deliberate(sites[0]):
+            # An assert or a trap is named from its function's code: that one site is read
+            # whole, so that its row signs and reads as the full analysis does.
+            whole = localize(core, options.localize, code_map, sites[0].faults)
+            sites = (*whole, *sites[1:])
         if memo is not None and sites and options.localize.disassemble:
             at_pc = AtPc(*memo.row_facts(core, code_map, sites[0], options.localize))
         if sites:

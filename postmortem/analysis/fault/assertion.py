@@ -22,76 +22,48 @@ Each part says where it came from, or why it is unknown; nothing is filled in.
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from postmortem.analysis.fault.callargs import (
+    Argument,
+    CallReader,
+    Parameter,
+    find_callee,
+    module_data,
+)
 from postmortem.codemap import CodeMap
 from postmortem.coredump import Coredump
 from postmortem.cubin.cfg import ControlFlowGraph
-from postmortem.cubin.elfimage import ElfSymbol
-from postmortem.cubin.globaldata import FoundString, ModuleData, StringMissing, read_c_string
-from postmortem.cubin.regvalues import (
-    BankWord,
-    Immediate,
-    RegisterValue,
-    SymbolWord,
-    Unknown,
-    value_before,
-)
 from postmortem.cubin.sass import SassInstruction, SassListing
-from postmortem.errors import MalformedElf
 from postmortem.model import Fault, Module
 
-__all__ = ["AssertPart", "DeviceAssert", "decode_assert", "find_assert_call"]
+__all__ = ["Argument", "DeviceAssert", "decode_assert", "find_assert_call"]
 
 ASSERTFAIL = "__assertfail"
 _WARP_ASSERT = 12
 _VARIANTS_KEPT = 8
-_NAMED_TARGET = re.compile(r"^`\((?P<name>[^()\s]+)\)$")
-
-
-@dataclass(frozen=True, slots=True)
-class _Parameter:
-    name: str
-    first: int
-    """Its first register (the calling convention puts the first parameter in R4)."""
-    pointer: bool
 
 
 # __assertfail(const char* message, const char* file, unsigned line, const char* function,
 # size_t charSize): 64-bit parameters start at an even register.
-_PARAMETERS = (
-    _Parameter("message", 4, True),
-    _Parameter("file", 6, True),
-    _Parameter("line", 8, False),
-    _Parameter("function", 10, True),
+ASSERTFAIL_PARAMETERS = (
+    Parameter("message", 4, True),
+    Parameter("file", 6, True),
+    Parameter("line", 8, False),
+    Parameter("function", 10, True),
 )
-
-
-@dataclass(frozen=True, slots=True)
-class AssertPart:
-    """One argument of the failed assert."""
-
-    value: str | int | None
-    """The text (message, file, function) or the line number; None when unknown."""
-    source: str
-    """Where it came from, or why it is unknown, in words."""
-
-    @property
-    def known(self) -> bool:
-        return self.value is not None
 
 
 @dataclass(frozen=True, slots=True)
 class DeviceAssert:
     """What a failed `assert()` said, as the driver would have printed it."""
 
-    message: AssertPart
-    file: AssertPart
-    line: AssertPart
-    function: AssertPart
+    message: Argument
+    file: Argument
+    line: Argument
+    function: Argument
     call_offset: int
     """Offset of the ``__assertfail`` call in the function's code section."""
     callee: str | None
@@ -162,23 +134,22 @@ def decode_assert(
         return None
     call, inside = found
     cfg = ControlFlowGraph(listing)
-    try:
-        image = code_map.elf_image(module)
-        data = ModuleData(image) if image is not None else None
-    except MalformedElf:
-        data = None
-    callee = _callee(cfg, call, data)
+    data = module_data(code_map, module)
+    callee = find_callee(cfg, call, data)
     if callee is not None and callee != ASSERTFAIL:
         return None
-    reader = _Reader(core, data, cfg, call)
-    static = {p.name: reader.from_code(p) for p in _PARAMETERS}
-    per_lane: list[dict[str, AssertPart]] = []
+    reader = CallReader(core, data, cfg, call)
+    static = {p.name: reader.from_code(p) for p in ASSERTFAIL_PARAMETERS}
+    per_lane: list[dict[str, Argument]] = []
     if not inside:
         for fault in faults:
             registers = core.registers(fault.lane_record) if fault.lane_record else None
             if registers:
                 per_lane.append(
-                    {p.name: reader.from_lane(p, registers, static[p.name]) for p in _PARAMETERS}
+                    {
+                        p.name: reader.from_lane(p, registers, static[p.name])
+                        for p in ASSERTFAIL_PARAMETERS
+                    }
                 )
     parts, others = _choose(static, per_lane)
     return DeviceAssert(
@@ -188,8 +159,8 @@ def decode_assert(
 
 
 def _choose(
-    static: dict[str, AssertPart], per_lane: list[dict[str, AssertPart]]
-) -> tuple[dict[str, AssertPart], tuple[tuple[str, int], ...]]:
+    static: dict[str, Argument], per_lane: list[dict[str, Argument]]
+) -> tuple[dict[str, Argument], tuple[tuple[str, int], ...]]:
     """The parts most lanes agree on, and the other messages with their lane counts."""
     if not per_lane:
         return static, ()
@@ -198,124 +169,3 @@ def _choose(
     top = ranked[0][0]
     chosen = next(lane for lane in per_lane if str(lane["message"].value) == top)
     return chosen, tuple(ranked[1 : 1 + _VARIANTS_KEPT])
-
-
-def _callee(cfg: ControlFlowGraph, call: SassInstruction, data: ModuleData | None) -> str | None:
-    """The function a call jumps to: named in the operand (``CALL.ABS.NOINC `(__assertfail)``,
-    ptxas 11), or through the constant-bank slot its target register was loaded from."""
-    target = call.operands[0] if call.operands else ""
-    if named := _NAMED_TARGET.match(target):
-        return named["name"]
-    if data is None or not target.startswith("R"):
-        return None
-    low = value_before(cfg, call.offset, target.split(".")[0])
-    if not isinstance(low, BankWord):
-        return None
-    slot = data.slot(low.bank, low.offset)
-    return slot[0].name if slot else None
-
-
-class _Reader:
-    """Reads one parameter from the code before the call, or from a lane's registers."""
-
-    def __init__(
-        self, core: Coredump, data: ModuleData | None, cfg: ControlFlowGraph, call: SassInstruction
-    ) -> None:
-        self._core, self._data, self._cfg, self._call = core, data, cfg, call
-
-    def from_code(self, parameter: _Parameter) -> AssertPart:
-        registers = _registers(parameter)
-        values = [value_before(self._cfg, self._call.offset, r) for r in registers]
-        unknown = next((v for v in values if isinstance(v, Unknown)), None)
-        if unknown is not None:
-            return AssertPart(None, f"not set by the code before the call: {unknown.reason}")
-        if not parameter.pointer:
-            return _line_from_code(values[0], registers[0])
-        return self._string_from_code(values, registers)
-
-    def _string_from_code(
-        self, values: list[RegisterValue], registers: tuple[str, ...]
-    ) -> AssertPart:
-        low, high = values
-        pair = f"{registers[1]}:{registers[0]}"
-        if self._data is None:
-            return AssertPart(None, f"{pair}: the module's image is not readable")
-        if isinstance(low, SymbolWord) and isinstance(high, SymbolWord):
-            if low.symbol != high.symbol or low.high or not high.high:
-                return AssertPart(None, f"{pair} holds halves of two addresses")
-            how = f"{pair} = the address of {low.symbol} (set at /*{low.at:04x}*/)"
-            symbol = self._data.symbol(low.symbol)
-            if symbol is None:
-                return AssertPart(None, f"{how}, which the image does not define")
-            return self._string(how, symbol, 0)
-        if not (isinstance(low, BankWord) and isinstance(high, BankWord)) or (
-            high.bank != low.bank or high.offset != low.offset + 4
-        ):
-            return AssertPart(None, f"{pair} is not loaded from one constant-bank slot")
-        how = f"{pair} = c[0x{low.bank:x}][0x{low.offset:x}] (loaded at /*{low.at:04x}*/)"
-        slot = self._data.slot(low.bank, low.offset)
-        if slot is None:
-            return AssertPart(None, f"{how}, which no relocation of the image fills")
-        return self._string(how, *slot)
-
-    def _string(self, how: str, symbol: ElfSymbol, addend: int) -> AssertPart:
-        assert self._data is not None
-        address = self._data.address_of(symbol)
-        in_memory = self._in_memory(address + addend, symbol.name) if address else None
-        found = in_memory or self._data.string(symbol, addend)
-        if isinstance(found, StringMissing):
-            return AssertPart(None, f"{how} → {symbol.name}: {found.reason}")
-        return AssertPart(found.text, f"{how} → {found.symbol}, read from {found.how}{_cut(found)}")
-
-    def from_lane(
-        self, parameter: _Parameter, registers: tuple[int, ...], code: AssertPart
-    ) -> AssertPart:
-        """The parameter as the lane's registers hold it at the call, when the code does not
-        say (one call reached from several asserts); the code's value otherwise."""
-        numbers = [int(r[1:]) for r in _registers(parameter)]
-        if code.known or max(numbers) >= len(registers):
-            return code
-        held = [registers[n] for n in numbers]
-        if not parameter.pointer:
-            return AssertPart(held[0], f"R{numbers[0]} of the lane at the call")
-        address = held[0] | held[1] << 32
-        pair = f"R{numbers[1]}:R{numbers[0]} = 0x{address:x} in the lane at the call"
-        found = self._at_address(address)
-        if isinstance(found, StringMissing):
-            return AssertPart(None, f"{pair}: {found.reason}; {code.source}")
-        return AssertPart(
-            found.text, f"{pair} → {found.symbol}, read from {found.how}{_cut(found)}"
-        )
-
-    def _at_address(self, address: int) -> FoundString | StringMissing:
-        if (in_memory := self._in_memory(address, f"0x{address:x}")) is not None:
-            return in_memory
-        held = self._data.symbol_at(address) if self._data else None
-        if held is None or self._data is None:
-            return StringMissing(
-                "no symbol of the module holds that address, and the dump has no memory there"
-            )
-        return self._data.string(*held)
-
-    def _in_memory(self, address: int, symbol: str) -> FoundString | None:
-        # The dump's own global memory, when it was captured, is what the program had.
-        data = self._core.read_memory(address, 1024) if address else None
-        if not data:
-            return None
-        found = read_c_string(data, symbol, f"the dump's global memory at 0x{address:x}")
-        return found if isinstance(found, FoundString) else None
-
-
-def _line_from_code(value: RegisterValue, register: str) -> AssertPart:
-    if isinstance(value, Immediate):
-        return AssertPart(value.value, f"{register} = 0x{value.value:x}, set at /*{value.at:04x}*/")
-    return AssertPart(None, f"{register} is loaded, not set to a constant by the code")
-
-
-def _registers(parameter: _Parameter) -> tuple[str, ...]:
-    first = parameter.first
-    return (f"R{first}", f"R{first + 1}") if parameter.pointer else (f"R{first}",)
-
-
-def _cut(found: FoundString) -> str:
-    return " (cut at 1,024 bytes)" if found.cut else ""

@@ -20,6 +20,7 @@ from postmortem.analysis.fault.disassembly import disassemble_function, quoted
 from postmortem.analysis.fault.inline import FrameName, NamedChain, line_table_chain, reconcile
 from postmortem.analysis.fault.opclass import MEMORY_EXCEPTIONS, is_memory_access
 from postmortem.analysis.fault.source import FunctionAt, PathMap, QuotedLine, function_finder
+from postmortem.analysis.fault.trap import TrapStop, find_trap
 from postmortem.analysis.forensics.forensics import Forensics, examine
 from postmortem.analysis.state import FAULT_PC_STEPS
 from postmortem.codemap import CodeMap, find_faults
@@ -82,6 +83,8 @@ class FaultSite:
     """The first faulting lane's call stack (one frame when nothing was called)."""
     assertion: DeviceAssert | None = None
     """The failed device assert the lanes stopped at: message, file, line, function."""
+    trap: TrapStop | None = None
+    """The trap instruction the lanes stopped at, and the message printed before it."""
 
     @property
     def module_handle(self) -> int | None:
@@ -243,6 +246,9 @@ def _disassembled(
             notes.append(dx.assert_return_address(site.offset, call))
         instruction = call
         assertion = decode_assert(core, code_map, site.module, listing, site.offset, site.faults)
+    trap = find_trap(core, code_map, site.module, listing, site.offset, site.faults)
+    if trap is not None:
+        instruction = trap.instruction
     window = _without_padding(listing.window(site.offset, options.window, options.window), listing)
     named, disagreement = reconcile(native, instruction.inline_chain if instruction else ())
     notes.extend([disagreement] if disagreement else [])
@@ -260,7 +266,7 @@ def _disassembled(
     return _replace(
         site, instruction=instruction, window=window, chain=chain, quoted=lines,
         frame_names=named.names, disassembly=result, diagnoses=tuple(notes), forensics=evidence,
-        assertion=assertion,
+        assertion=assertion, trap=trap,
     )  # fmt: skip
 
 

@@ -20,7 +20,14 @@ from postmortem.analysis.fault.fault import FaultSite
 from postmortem.analysis.hang.collective import is_collective
 from postmortem.analysis.hang.hang import StuckGroup
 from postmortem.analysis.oncall import evidence as parts
-from postmortem.analysis.oncall.asserted import assert_frame, assert_signal, assert_step
+from postmortem.analysis.oncall.deliberate import (
+    assert_frame,
+    assert_signal,
+    assert_step,
+    trap_frame,
+    trap_signal,
+    trap_step,
+)
 from postmortem.analysis.oncall.evidence import NATIVE, BestGuess, Statement
 from postmortem.analysis.state import KernelState
 from postmortem.analysis.verdict import site_title
@@ -133,6 +140,7 @@ def _fault_summary(analysis: Analysis, site: FaultSite) -> OnCallSummary:
         (*parts.site_ruled_out(site), *parts.common_ruled_out(analysis, site)),
         parts.cross_check_step(analysis)
         or assert_step(site)
+        or trap_step(site)
         or parts.finding_step(site.diagnoses, site)
         or parts.dump_step(analysis)
         or parts.localized_step(site, problem_class is ProblemClass.DEVICE_ASSERT),
@@ -140,9 +148,9 @@ def _fault_summary(analysis: Analysis, site: FaultSite) -> OnCallSummary:
 
 
 def _with_assert(guess: BestGuess, site: FaultSite) -> BestGuess:
-    """Without an inline chain, the place a failed assert names is the frame to read, and
-    the source line is no longer unknown."""
-    named = assert_frame(site)
+    """Without an inline chain, the place a failed assert (or a trap's message) names is the
+    frame to read, and the source line is no longer unknown."""
+    named = assert_frame(site) or ((trap_frame(site), None) if trap_frame(site) else None)
     if guess.frame is not None or named is None:
         return guess
     frame, condition = named
@@ -168,9 +176,9 @@ def _fault_class(site: FaultSite) -> tuple[ProblemClass, str]:
 def _fault_signal(site: FaultSite) -> Statement:
     """The failed assert, a failed address check, else the driver's own words, else the
     exception records."""
-    asserted = assert_signal(site)
-    if asserted is not None:
-        return asserted
+    deliberate = assert_signal(site) or trap_signal(site)
+    if deliberate is not None:
+        return deliberate
     checks = site.forensics.checks if site.forensics else ()
     failed = next((c for c in checks if c.verdict is False), None)
     if failed is not None:

@@ -1,9 +1,10 @@
-"""Failed device asserts decoded from the dump alone, on PyTorch's own cubins (fixtures/corpus:
-torch 2.14.1, ATen's Repeat.cu and NLLLoss2d.cu, built without line info) and on our assert
-kernel built by ptxas 11.8 and 13 (fixtures/cu/device_assert.cu).
+"""Deliberate stops read from the dump alone: failed device asserts decoded and traps named,
+on PyTorch's own cubins (fixtures/corpus: torch 2.14.1, ATen's Repeat.cu and NLLLoss2d.cu,
+built without line info) and on our kernels built by ptxas 11.8 and 13
+(fixtures/cu/device_assert.cu, fixtures/cu/trap.cu).
 
 What a part should be comes from the programs: the text of PyTorch's CUDA_KERNEL_ASSERT
-conditions and the `@pm fault` marker of our source, never from our own reading.
+conditions and the `@pm` markers and text of our sources, never from our own reading.
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ import pytest
 
 from fixtures.builder.markers import marker_location
 from postmortem import open_coredump
-from postmortem.analysis.fault.assertion import ASSERTFAIL
+from postmortem.analysis.fault.assertion import ASSERTFAIL, ASSERTFAIL_PARAMETERS
+from postmortem.analysis.fault.callargs import CallReader, find_callee
 from postmortem.analysis.fault.fault import localize
 from postmortem.cubin.cfg import ControlFlowGraph
 from postmortem.cubin.elfimage import ElfImage
@@ -73,14 +75,12 @@ def assert_calls(name: str):
 @pytest.mark.parametrize("name", [REPEAT, NLL])
 def test_every_assert_call_of_aten_decodes_from_the_code(name, tmp_path):
     # GIVEN every call of PyTorch's cubin, and a lane of a dump stopped at each assert call
-    from postmortem.analysis.fault import assertion
-
     decoded = 0
     for _listing, graph, data, call in assert_calls(name):
-        if assertion._callee(graph, call, data) != ASSERTFAIL:
+        if find_callee(graph, call, data) != ASSERTFAIL:
             continue
-        reader = assertion._Reader(_NoMemory(), data, graph, call)
-        parts = {p.name: reader.from_code(p) for p in assertion._PARAMETERS}
+        reader = CallReader(_NoMemory(), data, graph, call)
+        parts = {p.name: reader.from_code(p) for p in ASSERTFAIL_PARAMETERS}
         # THEN all four parts are read, from the code and the image alone
         assert all(part.known for part in parts.values()), (hex(call.offset), parts)
         assert str(parts["file"].value).endswith((".cu", ".cuh", ".h")), parts["file"]
@@ -111,13 +111,11 @@ def the_bounds_assert() -> int:
     listing = next(f for f in functions(REPEAT) if f.function == REPEAT_KERNEL)
     graph = ControlFlowGraph(listing)
     data = ModuleData(ElfImage((CORPUS / f"{REPEAT}.cubin").read_bytes()))
-    from postmortem.analysis.fault import assertion
-
     for instruction in listing.instructions:
         if instruction.base_opcode != "CALL":
             continue
-        reader = assertion._Reader(_NoMemory(), data, graph, instruction)
-        if reader.from_code(assertion._PARAMETERS[0]).value == BOUNDS:
+        reader = CallReader(_NoMemory(), data, graph, instruction)
+        if reader.from_code(ASSERTFAIL_PARAMETERS[0]).value == BOUNDS:
             return instruction.offset
     raise AssertionError("no such assert in the cubin")
 
@@ -218,3 +216,36 @@ def test_the_driver_s_assert_line_is_compared_thread_by_thread(tmp_path):
     (check,) = [c for c in host_checks(tmp_path, other) if c["fact"] == "assert"]
     # THEN the two disagree, on the message alone
     assert check["agrees"] is False and check["how"].endswith("differs in message")
+
+
+@pytest.mark.parametrize("abi", ["v7", "v8"])
+def test_a_trap_is_named_with_the_message_printed_before_it(tmp_path, abi):
+    # GIVEN a warp stopped (broken) at our kernel's __trap(), which printf'd its reason first
+    source = FIXTURES / "cu" / "trap.cu"
+    printf_line = next(
+        n for n, text in enumerate(source.read_text().splitlines(), 1) if "negative count" in text
+    )
+    module = ModuleSpec("trap", abi=abi)
+    warp = WarpSpec([LaneSpec(cubin("trap", abi).fault["offset"])], broken=True)
+    device = DeviceSpec([module], [GridSpec(1, module)], [BlockSpec(1, [warp])])
+    with open_coredump(write_tiny_dump(tmp_path / "t.nvcudmp", DumpSpec([device]))) as core:
+        site = localize(core)[0]
+    # THEN the trap is named, with the format string the code passed to printf and the place
+    # that format names (the file and line stringized into it)
+    trap = site.trap
+    assert trap is not None and trap.instruction.opcode == "BPT.TRAP"
+    assert "__trap()" in trap.kind
+    assert trap.printed is not None
+    assert trap.printed.value == f"trap.cu:{printf_line}: negative count %d at %d\n"
+    assert trap.place == ("trap.cu", printf_line)
+    assert site.assertion is None
+
+
+def test_a_broken_warp_whose_pc_is_past_its_trap_names_that_trap(tmp_path):
+    module = ModuleSpec("trap", abi="v8")
+    warp = WarpSpec([LaneSpec(cubin("trap", "v8").fault["offset"] + 16)], broken=True)
+    device = DeviceSpec([module], [GridSpec(1, module)], [BlockSpec(1, [warp])])
+    with open_coredump(write_tiny_dump(tmp_path / "t.nvcudmp", DumpSpec([device]))) as core:
+        site = localize(core)[0]
+    # its PC is past the trap (a broken warp's may be): the trap before it is the one named
+    assert site.trap is not None and site.trap.instruction.offset == site.offset - 16

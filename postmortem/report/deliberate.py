@@ -1,10 +1,12 @@
-"""A decoded device assert as report data (`postmortem.analysis.fault.assertion`)."""
+"""Deliberate stops as report data: a decoded device assert
+(`postmortem.analysis.fault.assertion`) and a trap (`postmortem.analysis.fault.trap`)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from postmortem.analysis.fault.assertion import DeviceAssert
+from postmortem.analysis.fault.trap import TrapStop
 
 Json = dict[str, Any]
 
@@ -36,4 +38,20 @@ def assert_json(found: DeviceAssert | None) -> Json | None:
         "lanes": found.lanes,
         "lanes_in_call": found.lanes_in_call,
         "other_messages": [{"message": m, "lanes": n} for m, n in found.other_messages],
+    }
+
+
+def trap_json(trap: TrapStop | None) -> Json | None:
+    """The trap instruction the lanes stopped at and the message printed before it; None when
+    they did not stop at a trap."""
+    if trap is None:
+        return None
+    printed = trap.printed
+    return {
+        "instruction": trap.instruction.text,
+        "offset_hex": f"0x{trap.instruction.offset:04x}",
+        "kind": trap.kind,
+        "printed": printed.value if printed else None,
+        "printed_source": printed.source if printed else None,
+        "place": None if trap.place is None else f"{trap.place[0]}:{trap.place[1]}",
     }

@@ -1,9 +1,9 @@
-"""What a decoded device assert contributes to the on-call summary.
+"""What a deliberate stop contributes to the on-call summary: a failed assert, a trap.
 
 A failed `assert()` names its own place: the file, line and function the compiler wrote
-into the call's arguments, exact even in a build without line info. When the dump holds
-them, they are the best guess and the next step, before any advice to rebuild with
-`-lineinfo`.
+into the call's arguments, exact even in a build without line info. A trap names none, but
+the message printed just before it often does. When the dump holds them, they are the best
+guess and the next step, before any advice to rebuild with `-lineinfo`.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from postmortem.analysis.fault.fault import FaultSite
 from postmortem.analysis.oncall.evidence import Statement
 
 ASSERT_SOURCE = "device assert: the __assertfail call's arguments"
+TRAP_SOURCE = "trap: the instruction, and the printf before it"
 
 
 def assert_signal(site: FaultSite) -> Statement | None:
@@ -55,3 +56,45 @@ def _read(found: DeviceAssert) -> str:
         "which input broke it (the block and thread of each asserting lane are listed below); "
         "no rebuild is needed for the place: the assert names it"
     )
+
+
+def trap_signal(site: FaultSite) -> Statement | None:
+    """``stopped at BPT.TRAP 0x1 (a trap …), after printing "…"``."""
+    trap = site.trap
+    if trap is None:
+        return None
+    printed = (
+        f', after printing "{_format(trap.printed.value)}"'
+        if trap.printed and trap.printed.known
+        else ""
+    )
+    return Statement(f"stopped at {trap.instruction.text}: {trap.kind}{printed}", TRAP_SOURCE)
+
+
+def trap_frame(site: FaultSite) -> Statement | None:
+    """The place the printed message names, as the best guess's frame."""
+    trap = site.trap
+    if trap is None or trap.place is None:
+        return None
+    return Statement(
+        f"{trap.place[0]}:{trap.place[1]} (named by the message printed before the trap)",
+        TRAP_SOURCE,
+    )
+
+
+def trap_step(site: FaultSite) -> Statement | None:
+    """Where to read: the place the message names, and the message's own words."""
+    trap = site.trap
+    if trap is None or trap.place is None or trap.printed is None:
+        return None
+    file, line = trap.place
+    return Statement(
+        f'read {file}:{line}: the kernel printed "{_format(trap.printed.value)}" and trapped on '
+        "purpose; the printed values are in the process's output",
+        TRAP_SOURCE,
+    )
+
+
+def _format(value: object) -> str:
+    # A printf format ends with its newline: shown without it, on one line.
+    return str(value).rstrip("\n").replace("\n", " ")
