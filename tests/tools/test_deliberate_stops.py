@@ -249,3 +249,52 @@ def test_a_broken_warp_whose_pc_is_past_its_trap_names_that_trap(tmp_path):
         site = localize(core)[0]
     # its PC is past the trap (a broken warp's may be): the trap before it is the one named
     assert site.trap is not None and site.trap.instruction.offset == site.offset - 16
+
+
+def test_pytorch_s_device_side_assert_traceback_is_tied_to_the_decoded_assert(tmp_path):
+    # GIVEN the traceback PyTorch prints when the assert surfaces at the next synchronizing call
+    log = tmp_path / "host.log"
+    log.write_text(
+        "Traceback (most recent call last):\n"
+        '  File "train.py", line 41, in step\n'
+        "    loss.item()\n"
+        "RuntimeError: CUDA error: device-side assert triggered\n"
+        "CUDA kernel errors might be asynchronously reported at some other API call, so the "
+        "stacktrace below might be incorrect.\n"
+    )
+    out = tmp_path / "r.json"
+    result = invoke("analyze", str(REAL.with_suffix(".nvcudmp.gz")), "--host-log", str(log),
+                    "--format", "json", "-o", str(out), "--no-gdb")  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    findings = json.loads(out.read_text())["host"]["findings"]
+    (surfaced,) = [f for f in findings if f["code"] == "error-surfaced-elsewhere"]
+    # THEN the traceback's line is where it surfaced, and the assert it reports is named
+    assert surfaced["message"].startswith("the Python traceback ends at train.py:41 in step")
+    assert surfaced["message"].endswith(
+        "the assert it reports is in the dump: Assertion `-sizes[i] <= index && index < sizes[i]"
+        ' && "index out of bounds"` failed at /pytorch/aten/src/ATen/native/cuda/IndexKernel.cu'
+        ":111 in operator()"
+    )
+
+
+def assert_with_message(tmp_path: Path, message: bytes) -> Path:
+    # our v8 assert kernel with its 5-byte message `i < n` replaced by another of that length
+    module = renamed(ModuleSpec("device_assert", abi="v8"), b"i < n\0", message + b"\0")
+    lane = LaneSpec(cubin("device_assert", "v8").fault["offset"], exception=WARP_ASSERT)
+    device = DeviceSpec([module], [GridSpec(1, module)], [BlockSpec(1, [WarpSpec([lane])])])
+    return write_tiny_dump(
+        tmp_path / f"a{len(list(tmp_path.iterdir()))}.nvcudmp", DumpSpec([device])
+    )
+
+
+def test_an_assert_message_is_escaped_like_every_name_from_the_dump(tmp_path):
+    # GIVEN an assert whose message holds a terminal escape and a forged line
+    text = invoke("analyze", str(assert_with_message(tmp_path, b"\x1b[2J\n")), "--no-gdb").stdout
+    # THEN the terminal is shown the escape, never obeys it, and no line of ours is forged
+    assert "\x1b" not in text and "Assertion `\\x1b[2J\\n` failed" in text
+    # GIVEN one whose message is markup
+    path = assert_with_message(tmp_path, b"<b>&x")
+    invoke("analyze", str(path), "--no-gdb", "--format", "html", "-o", str(tmp_path / "r.html"))
+    html = (tmp_path / "r.html").read_text()
+    # THEN the page shows it as text
+    assert "<b>&x" not in html and "&lt;b&gt;&amp;x" in html

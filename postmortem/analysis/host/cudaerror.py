@@ -116,7 +116,10 @@ def surfaced_elsewhere(path: Path, log: CudaErrorLog, sites: Sequence[FaultSite]
     frame = error.frames[-1]
     where = f"{frame.file}:{frame.line} in {frame.function}"
     site = sites[0] if sites else None
-    if site is not None and site.location:
+    asserted = site.assertion if site is not None else None
+    if error.kind == "device-assert" and asserted is not None and asserted.message.known:
+        named = f"the assert it reports is in the dump: {asserted.text}"
+    elif site is not None and site.location:
         named = f"the dump names the kernel: {site.location}"
         if site.exception is not None:
             named += f" ({describe_exception(site.exception)})"
