@@ -96,6 +96,8 @@ class Analysis:
     """Which source gave which facts, and why a tool was not used."""
     host: HostJoin | None = None
     """What the host logs (`AnalyzeOptions.host_logs`) add; None when none was given."""
+    redact: bool = True
+    """Home folders hidden in every path the report carries, as `AnalyzeOptions.redact` asked."""
 
 
 def analyze_dump(path: Path, options: AnalyzeOptions | None = None) -> Analysis:
@@ -122,6 +124,7 @@ def analyze_dump(path: Path, options: AnalyzeOptions | None = None) -> Analysis:
         except BaseException:
             cancel.set()
             raise
+    analysis = replace(analysis, redact=options.redact)
     if not host_logs:
         return analysis
     running = tuple(k.kernel for k in analysis.state if k.kernel is not None)

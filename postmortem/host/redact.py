@@ -116,6 +116,19 @@ def redact(text: str) -> str:
     return _HOME.sub("~", text)
 
 
+def hide_home_folders(value: T) -> T:
+    """`value` with only the home folders of every string it holds written ``~`` (in dicts,
+    lists and tuples, at any depth): for what our own report says (a dump's path, a log's,
+    a source file's), where nothing else is a secret."""
+    if isinstance(value, str):
+        return _HOME.sub("~", value)  # type: ignore[return-value]
+    if isinstance(value, dict):
+        return {key: hide_home_folders(item) for key, item in value.items()}  # type: ignore[return-value]
+    if isinstance(value, list | tuple):
+        return type(value)(hide_home_folders(item) for item in value)
+    return value
+
+
 def _aws_secret_hidden(match: re.Match[str]) -> str:
     word = match.group(0)
     # A secret key is random base64: all three kinds of character and a / or + somewhere

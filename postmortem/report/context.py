@@ -24,6 +24,7 @@ from postmortem.analysis.state import KernelState
 from postmortem.analysis.verdict import Verdict, VerdictKind
 from postmortem.demangle import brief_name, demangle, heading_name
 from postmortem.findings import Finding
+from postmortem.host.redact import hide_home_folders
 from postmortem.model import Fault, FaultSource
 from postmortem.report.calls import calls_json
 from postmortem.report.deliberate import assert_json, trap_json
@@ -48,7 +49,7 @@ def build_report(analysis: Analysis) -> Json:
     """The report of one analysis as plain data (the JSON output is exactly this)."""
     summary = analysis.summary
     sites = [_site(site) for site in analysis.sites]
-    return {
+    report = {
         "schema": SCHEMA,
         "tool": {"name": "postmortem", "version": __version__},
         "dump": _dump(analysis.path, summary),
@@ -67,6 +68,8 @@ def build_report(analysis: Analysis) -> Json:
         "provenance": _provenance(analysis.provenance),
         "host": host_json(analysis.host),
     }
+    # A report goes to a ticket: the user's home folder is not part of what it says.
+    return hide_home_folders(report) if analysis.redact else report
 
 
 def _dim(value: tuple[int, int, int] | None) -> list[int] | None:

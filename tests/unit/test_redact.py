@@ -194,3 +194,14 @@ def test_every_string_of_a_nested_value_is_redacted():
     assert redact_strings(value) == _Outer(
         _Inner(f"token={REDACTED}", 3), ("~/a", "plain"), {"k": f"passwd={REDACTED}"}
     )
+
+
+def test_home_folders_alone_are_hidden_in_a_report_s_strings():
+    from postmortem.host.redact import hide_home_folders
+
+    report = {"path": "/home/bob/d/x.nvcudmp", "logs": ["/Users/eve/l.txt", "/rootless/x"],
+              "n": 3, "pair": ("/root/a", "token=abc")}  # fmt: skip
+    assert hide_home_folders(report) == {
+        "path": "~/d/x.nvcudmp", "logs": ["~/l.txt", "/rootless/x"], "n": 3,
+        "pair": ("~/a", "token=abc"),
+    }  # fmt: skip
