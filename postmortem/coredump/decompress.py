@@ -47,10 +47,11 @@ or `T` may follow, powers of 1024); it replaces the ratio and the floor below.""
 # about 60x. Past 200x a dump is 95-98 % zeros: a bomb's signature, or a full dump of
 # memory that was allocated and never touched (a pool), which the user can allow with
 # MAX_DECOMPRESSED_ENV. Deflate itself cannot pass about 1032x, so a higher ratio would not
-# limit gzip at all. The floor lets any small file grow to 2 GiB: a few seconds of work,
-# and zeros cost no disk.
+# limit gzip at all. The floor lets any small file grow to 512 MiB: about a second of
+# inflating on a slow core (a 1 GiB gzip bomb took 2.5-4 s per command, past the 5 s budget
+# on a loaded machine), and zeros cost no disk.
 _RATIO = 200
-_FLOOR_BYTES = 2 << 30
+_FLOOR_BYTES = 512 << 20
 # Left free on the temporary directory's disk for everyone else: 1 GiB, or a tenth of a
 # small disk (a 4 GiB tmpfs keeps 410 MiB).
 _RESERVE_BYTES = 1 << 30
@@ -83,7 +84,7 @@ class Budget:
         """The default budget of a compressed file of `compressed_bytes` bytes.
 
         `POSTMORTEM_MAX_DECOMPRESSED`, when set, is the limit; otherwise it is 200 times
-        the compressed size, and at least 2 GiB.
+        the compressed size, and at least 512 MiB.
 
         Raises:
             ValueError: `POSTMORTEM_MAX_DECOMPRESSED` is not a number of bytes.

@@ -188,18 +188,18 @@ def test_a_bomb_stops_at_the_budget_and_its_zeros_take_no_disk(workdir, codec):
     assert MAX_DECOMPRESSED_ENV in error.hint
 
 
-def test_the_default_budget_stops_a_2_gib_bomb(workdir, monkeypatch):
-    # 64 KiB of zstd holding 2 GiB and 1 MiB: past the 2 GiB floor, and 200x is far below
+def test_the_default_budget_stops_a_bomb_past_the_floor(workdir, monkeypatch):
+    # 64 KiB of zstd holding 512 MiB and 1 MiB: past the 512 MiB floor, and 200x is far below
     monkeypatch.delenv(MAX_DECOMPRESSED_ENV, raising=False)
     tmp_path, temp = workdir
     bomb = tmp_path / "bomb.zst"
-    bomb.write_bytes(_bomb("zstd", _described(2049 * MIB), 2049))
+    bomb.write_bytes(_bomb("zstd", _described(513 * MIB), 513))
     assert bomb.stat().st_size < 100_000
     budget = Budget.for_dump(bomb.stat().st_size)
     error = _refusal(bomb, "zstd", temp, budget)
-    assert budget.decompressed_bytes <= 2 << 30
+    assert budget.decompressed_bytes <= 512 * MIB
     assert budget.stored_bytes == MIB
-    assert "at most 2.0 GiB (the default: 200 x its" in error.reason
+    assert "at most 512.0 MiB (the default: 200 x its" in error.reason
     assert "zstd -d bomb.zst" in error.hint
 
 
@@ -315,7 +315,7 @@ def test_the_disk_room_is_a_limit_too(workdir, monkeypatch):
 
 def test_the_default_budget_and_its_environment_variable(monkeypatch):
     monkeypatch.delenv(MAX_DECOMPRESSED_ENV, raising=False)
-    assert Budget.for_dump(MIB).limit_bytes == 2 << 30
+    assert Budget.for_dump(MIB).limit_bytes == 512 * MIB
     assert Budget.for_dump(100 * MIB).limit_bytes == 20_000 * MIB
     monkeypatch.setenv(MAX_DECOMPRESSED_ENV, "64G")
     assert Budget.for_dump(MIB).limit_bytes == 64 << 30
