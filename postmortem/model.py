@@ -11,53 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import Enum
 
-EXCEPTION_NAMES: dict[int, str] = {
-    0: "None",
-    1: "Lane Illegal Address",
-    2: "Lane User Stack Overflow",
-    3: "Device Hardware Stack Overflow",
-    4: "Warp Illegal Instruction",
-    5: "Warp Out-of-range Address",
-    6: "Warp Misaligned Address",
-    7: "Warp Invalid Address Space",
-    8: "Warp Invalid PC",
-    9: "Warp Hardware Stack Overflow",
-    10: "Device Illegal Address",
-    11: "Lane Misaligned Address",
-    12: "Warp Assert",
-    13: "Lane Syscall Error",
-    14: "Warp Illegal Address",
-    15: "Lane Nonmigratable Atomsys",
-    16: "Lane Invalid Atomsys",
-    17: "Cluster Out-of-range Address",
-    18: "Cluster Block Not Present",
-    19: "Warp Stack Canary",
-    20: "Warp Tensor Memory Access Check",
-    21: "Warp Tensor Memory Leak",
-    22: "Warp Call Requires Newer Driver",
-    23: "Warp Misaligned PC",
-    24: "Warp PC Overflow",
-    25: "Warp Misaligned Register",
-    26: "Warp Illegal Instruction Encoding",
-    27: "Warp Illegal Instruction Parameter",
-    28: "Warp Out-of-range Register",
-    29: "Warp Invalid Constant Address",
-    30: "Warp MMU Fault",
-    31: "Warp Barrier Arrival Mismatch",
-    32: "Cluster Shared Memory Issue",
-    33: "Warp API Stack Error",
-    34: "Warp Block Not Present",
-    35: "Warp User Stack Overflow",
-    36: "TMA Syscall",
-    0xFFFFFFFF: "Device Unknown Exception",
-}
-"""Every code of the public debugger header (CUDBGException_t), in the words cuda-gdb and
-LLDB print (LLDB's CUDAExceptionToString), which are what users search for: 29, 31 and 32
-differ from the enum's names (WARP_INVALID_CONST_ADDR_LDC, WARP_ARRIVE, CLUSTER_POISON)."""
-
-RESERVED_EXCEPTIONS = frozenset({1, 2, 3, 11, 13, 15, 16})
-"""Codes the CUDA 13.4 debugger header marks reserved: older drivers wrote them (the name
-is what they meant then); 11, 13, 15 and 16 were retired in CUDA 13.1."""
+from postmortem.exceptions import describe_exception
 
 GENERATION_FLAGS: dict[int, str] = {
     1: "skip_nonrelocated_elf_images",
@@ -75,17 +29,6 @@ GENERATION_FLAGS: dict[int, str] = {
 
 LOST_EXCEPTION = "an exception whose code was lost with the warp's lane rows"
 """What a fault is called when its warp's lane rows are lost and no SM row names a code."""
-
-
-def describe_exception(code: int) -> str:
-    """The exception's name in words, as cuda-gdb spells it; a reserved code says so, and
-    an unknown one is given by number."""
-    name = EXCEPTION_NAMES.get(code)
-    if name is None:  # cuda-gdb's words for a code it does not know, and the code
-        return f"Device Unknown Exception (code {code}, 0x{code:x})"
-    if code in RESERVED_EXCEPTIONS:
-        return f"{name} (a code reserved since CUDA 13.4)"
-    return name
 
 
 def describe_flags(flags: int) -> tuple[str, ...]:

@@ -26,13 +26,14 @@ from postmortem.coredump import tables as t
 from postmortem.cubin.inspect import function_label, function_name
 from postmortem.cubin.sass import SourceFrame
 from postmortem.demangle import demangle, without_parameters
+from postmortem.exceptions import describe_exception
 from postmortem.findings import Finding, FindingCode
 from postmortem.gdb.banner import parse_exception_banner
 from postmortem.gdb.location import parse_backtrace, parse_info_symbol
 from postmortem.gdb.model import CudaException, Frame, Parsed, Unparsed
 from postmortem.gdb.parse import parse_kernels, parse_lanes, parse_warps
 from postmortem.gdb.run import GdbSession
-from postmortem.model import Fault, FaultSource, Warp, describe_exception
+from postmortem.model import Fault, FaultSource, Warp
 from postmortem.spelling import dim3_text
 from postmortem.summary import DumpSummary, summarize
 

@@ -10,8 +10,9 @@ from postmortem.analysis.fault.fault import FaultSite
 from postmortem.analysis.hang.hang import HangAnalysis
 from postmortem.analysis.state import KernelState
 from postmortem.demangle import heading_name
+from postmortem.exceptions import describe_exception
 from postmortem.findings import Finding, FindingCode, Severity
-from postmortem.model import LOST_EXCEPTION, FaultSource, describe_exception
+from postmortem.model import LOST_EXCEPTION, FaultSource
 
 
 class VerdictKind(Enum):

@@ -29,9 +29,9 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
+from postmortem.exceptions import EXCEPTIONS
 from postmortem.host.lines import between, bounded, dim3, ending_name, hex_int, numbered
 from postmortem.host.model import CoredumpWritten, CudaException, DriverLog, XidEvent
-from postmortem.model import EXCEPTION_NAMES
 
 _KEPT = 32
 _NEAR = 6
@@ -61,7 +61,7 @@ _GDB_PC = re.compile(r"The exception was triggered at PC (0x[0-9A-Fa-f]{1,16})(.
 _GDB_FOCUS = re.compile(r"\[(?:Current focus set to|Switching focus to) CUDA kernel ")
 _FOCUS_FIELD = re.compile(r"\b(device|sm) (\d{1,6})")
 
-_CODES = {name.lower(): code for code, name in EXCEPTION_NAMES.items()}
+_CODES = {kind.name.lower(): kind.code for kind in EXCEPTIONS}
 
 XID_MEANINGS: dict[int, str] = {
     13: "graphics engine exception (an SM fault)",

@@ -23,9 +23,9 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
+from postmortem.exceptions import EXCEPTIONS
 from postmortem.host.lines import bounded, dim3, hex_int, numbered
 from postmortem.host.model import SanitizerError, SanitizerLog
-from postmortem.model import EXCEPTION_NAMES
 
 _KEPT = 16
 _PREFIX = "========="
@@ -43,7 +43,7 @@ _PIECE_CHARS = 2048
 _THREAD = re.compile(r"^by thread (\([\d,\s]{5,40}\)) in block (\([\d,\s]{5,40}\))")
 _ADDRESS = re.compile(r"^(?:Address|Access to|Access at) (0x[0-9A-Fa-f]{1,16}) (is .{1,200})$")
 _SUMMARY = re.compile(r"ERROR SUMMARY: (\d{1,12}) errors?")
-_HARDWARE = frozenset(name for code, name in EXCEPTION_NAMES.items() if code)
+_HARDWARE = frozenset(kind.name for kind in EXCEPTIONS if kind.code)
 
 
 @dataclass

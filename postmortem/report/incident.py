@@ -19,7 +19,7 @@ from postmortem.analysis.hang.motion import (
 )
 from postmortem.analysis.hang.pairing import seconds_text
 from postmortem.demangle import demangle
-from postmortem.model import describe_exception
+from postmortem.exceptions import describe_exception
 from postmortem.report.oncall import oncall_json
 from postmortem.report.values import Json, utc_text
 

@@ -9,7 +9,8 @@ from enum import Enum
 from typing import Any
 
 from postmortem.analysis.fault.counts import count_faults
-from postmortem.model import Fault, Metadata, describe_exception
+from postmortem.exceptions import describe_exception
+from postmortem.model import Fault, Metadata
 from postmortem.report.values import Json, version_or_none
 from postmortem.summary import DumpSummary
 

@@ -9,7 +9,8 @@ from datetime import datetime, timezone
 from typing import Any
 
 from postmortem.demangle import brief_name, demangle, heading_name, without_parameters
-from postmortem.model import Dim3, describe_exception
+from postmortem.exceptions import describe_exception
+from postmortem.model import Dim3
 from postmortem.spelling import dim3_text, size_text
 
 __all__ = [

@@ -10,7 +10,7 @@ from typing import Any
 
 from postmortem._version import __version__
 from postmortem.analysis.fleet.signature import SIGNATURE_VERSION, Signature
-from postmortem.model import describe_exception
+from postmortem.exceptions import describe_exception
 from postmortem.report.values import utc_text
 from postmortem.scan.fleet import (
     CODE,

@@ -19,8 +19,9 @@ from postmortem import open_coredump
 from postmortem.analysis.analyze import AnalyzeOptions, analyze_dump
 from postmortem.analysis.fault.fault import LocalizeOptions
 from postmortem.errors import NoGpuState
+from postmortem.exceptions import describe_exception
 from postmortem.gdb import run_cuda_gdb
-from postmortem.model import FaultSource, describe_exception
+from postmortem.model import FaultSource
 from postmortem.report.context import build_report
 from postmortem.report.render import render
 from postmortem.summary import summarize

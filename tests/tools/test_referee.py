@@ -15,6 +15,7 @@ import pytest
 from postmortem import CodeMap, find_faults, open_coredump
 from postmortem.cubin.inspect import function_label
 from postmortem.demangle import demangle, without_parameters
+from postmortem.exceptions import describe_exception
 from postmortem.gdb import (
     Parsed,
     parse_exception_banner,
@@ -24,7 +25,7 @@ from postmortem.gdb import (
     parse_warps,
     run_cuda_gdb,
 )
-from postmortem.model import FaultSource, describe_exception
+from postmortem.model import FaultSource
 from tests.conftest import dump_paths, truth_of
 from tests.tooling import require_tool
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from postmortem.model import describe_exception
+from postmortem.exceptions import describe_exception
 
 
 @pytest.mark.parametrize(

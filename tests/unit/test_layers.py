@@ -59,6 +59,7 @@ LAYER_OF: dict[str, str] = {
     "postmortem._version": "base",
     "postmortem.errors": "base",
     "postmortem.model": "base",
+    "postmortem.exceptions": "base",
     "postmortem.findings": "base",
     "postmortem.demangle": "base",
     "postmortem.elf": "base",

@@ -18,7 +18,7 @@ from postmortem.analysis.fault.assertion import DeviceAssert, decode_assert, fin
 from postmortem.analysis.fault.calls import CallStack, unwind
 from postmortem.analysis.fault.disassembly import disassemble_function, quoted
 from postmortem.analysis.fault.inline import FrameName, NamedChain, line_table_chain, reconcile
-from postmortem.analysis.fault.opclass import MEMORY_EXCEPTIONS, is_memory_access
+from postmortem.analysis.fault.opclass import is_memory_access
 from postmortem.analysis.fault.source import FunctionAt, PathMap, QuotedLine, function_finder
 from postmortem.analysis.fault.trap import TrapStop, find_trap
 from postmortem.analysis.forensics.forensics import Forensics, examine
@@ -29,8 +29,9 @@ from postmortem.cubin.inspect import Function
 from postmortem.cubin.nvdisasm import Disassembly, DisassemblyStore
 from postmortem.cubin.sass import SassInstruction, SassListing, SourceFrame
 from postmortem.demangle import heading_name, without_parameters
+from postmortem.exceptions import describe_exception, is_memory_exception
 from postmortem.findings import Finding
-from postmortem.model import Fault, FaultSource, Module, describe_exception
+from postmortem.model import Fault, FaultSource, Module
 
 
 @dataclass(frozen=True, slots=True)
@@ -282,7 +283,7 @@ def _without_padding(
 def _precision(
     instruction: SassInstruction, window: Sequence[SassInstruction], exception: int | None
 ) -> list[Finding]:
-    if exception not in MEMORY_EXCEPTIONS or is_memory_access(instruction.base_opcode):
+    if not is_memory_exception(exception) or is_memory_access(instruction.base_opcode):
         return []
     before = [
         i for i in window if i.offset < instruction.offset and is_memory_access(i.base_opcode)

@@ -1,10 +1,7 @@
-"""Which SASS opcodes touch memory, and which exceptions only a memory access can raise."""
+"""Which SASS opcodes touch memory (which exceptions only a memory access raises is a column
+of `postmortem.exceptions`)."""
 
 from __future__ import annotations
-
-# Exceptions a memory access raises: an illegal-address or misaligned error reported at an
-# instruction that touches no memory means the PC is imprecise.
-MEMORY_EXCEPTIONS = frozenset({1, 5, 6, 7, 10, 11, 14, 15, 16, 17})
 
 _MEMORY_BASES = frozenset(
     {"LD", "LDG", "LDS", "LDL", "LDC", "ULDC", "LDSM", "LDGSTS", "ST", "STG", "STS", "STL",

@@ -53,7 +53,7 @@ from postmortem.analysis.fleet.library_paths import matches_library
 from postmortem.cubin.inspect import clone_parts
 from postmortem.cubin.sass import SourceFrame
 from postmortem.demangle import normalize_kernel, normalize_name
-from postmortem.model import describe_exception
+from postmortem.exceptions import describe_exception
 from postmortem.safefile import read_regular
 
 SIGNATURE_VERSION = 4

@@ -12,10 +12,8 @@ from dataclasses import dataclass
 
 from postmortem.coredump import Coredump
 from postmortem.cubin.operands import MemoryAccess
+from postmortem.exceptions import is_misaligned
 from postmortem.model import Fault, MemorySegment
-
-MISALIGNED_EXCEPTIONS = frozenset({6, 11})
-"""Warp Misaligned Address, Lane Misaligned Address."""
 
 _SKIP_GLOBAL = 2
 _SKIP_SHARED = 4
@@ -217,7 +215,7 @@ def _alignment_check(
         return None
     off = [a % width for a in addresses if a % width]
     if not off:
-        if exception in MISALIGNED_EXCEPTIONS:
+        if is_misaligned(exception):
             return AddressCheck(
                 "alignment", True,
                 f"every address is {width}-byte aligned, yet the exception says misaligned: "

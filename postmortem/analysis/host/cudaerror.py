@@ -11,20 +11,10 @@ from pathlib import Path
 
 from postmortem.analysis.fault.fault import FaultSite
 from postmortem.analysis.host.check import HostCheck, coordinates_check, kernel_check
+from postmortem.exceptions import codes_for_host_words, describe_exception
 from postmortem.findings import Finding, FindingCode, Severity
 from postmortem.host.model import CudaErrorLog, DeviceAssert
-from postmortem.model import describe_exception
 from postmortem.spelling import dim3_text
-
-# What the host's words mean, as the dump's exception codes (postmortem.model).
-_KIND_CODES: dict[str, frozenset[int]] = {
-    "illegal-address": frozenset({1, 5, 7, 10, 14, 17, 30}),
-    "device-assert": frozenset({12}),
-    "misaligned-address": frozenset({6, 11}),
-    "illegal-instruction": frozenset({4, 26, 27}),
-    "invalid-address-space": frozenset({7}),
-    "invalid-pc": frozenset({8, 23, 24}),
-}
 
 
 def cuda_error_checks(
@@ -36,7 +26,7 @@ def cuda_error_checks(
     codes = tuple(s.exception for s in sites if s.exception is not None)
     if log.errors:
         error = log.errors[0]
-        expected = _KIND_CODES.get(error.kind)
+        expected = codes_for_host_words(error.kind) or None
         dump = ", ".join(describe_exception(code) for code in dict.fromkeys(codes)) or None
         if expected is None or not codes:
             agrees, how = None, "the dump records no exception" if not codes else "not compared"

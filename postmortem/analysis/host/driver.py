@@ -13,9 +13,9 @@ from pathlib import Path
 from postmortem.analysis.fault.fault import FaultSite
 from postmortem.analysis.host.check import DumpFacts, HostCheck, coordinates_check, kernel_check
 from postmortem.analysis.host.match import compare_address, lane_words
+from postmortem.exceptions import describe_exception
 from postmortem.findings import Finding, FindingCode, Severity
 from postmortem.host.model import CudaException, DriverLog
-from postmortem.model import describe_exception
 
 _CHECKED = 4
 """Events of one kind compared per log (the first ones)."""

@@ -11,12 +11,13 @@ from postmortem.analysis.crosscheck import CrossCheck
 from postmortem.analysis.fault.calls import CallStack
 from postmortem.analysis.fault.fault import FaultSite
 from postmortem.analysis.fault.inline import FrameName
-from postmortem.analysis.fault.opclass import MEMORY_EXCEPTIONS, is_memory_access
+from postmortem.analysis.fault.opclass import is_memory_access
 from postmortem.analysis.fault.source import QuotedLine
 from postmortem.analysis.hang.hang import StuckGroup
 from postmortem.analysis.provenance import BuildInfo
 from postmortem.cubin.sass import SourceFrame
 from postmortem.demangle import brief_name, heading_name
+from postmortem.exceptions import is_memory_exception
 from postmortem.findings import Finding, FindingCode, Severity
 from postmortem.salvage import lost_rows
 
@@ -254,7 +255,7 @@ def site_ruled_out(site: FaultSite) -> list[Statement]:
     instruction = site.instruction
     imprecise = any(d.code is FindingCode.IMPRECISE_PC for d in site.diagnoses)
     if (
-        instruction is not None and not imprecise and site.exception in MEMORY_EXCEPTIONS
+        instruction is not None and not imprecise and is_memory_exception(site.exception)
         and is_memory_access(instruction.base_opcode)
     ):  # fmt: skip
         found.append(
@@ -393,7 +394,7 @@ def localized_step(site: FaultSite, is_assert: bool) -> Statement | None:
     reached = f": the faulting access there reached {culprit.relation}" if culprit else ""
     confirm = (
         "; to confirm on a GPU, rerun the failing input under compute-sanitizer"
-        if site.exception in MEMORY_EXCEPTIONS
+        if is_memory_exception(site.exception)
         else ""
     )
     return Statement(

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from enum import Enum
 
 from postmortem.analysis.analyze import Analysis
 from postmortem.analysis.fault.counts import count_faults
@@ -32,6 +31,7 @@ from postmortem.analysis.oncall.evidence import NATIVE, BestGuess, Statement
 from postmortem.analysis.state import KernelState
 from postmortem.analysis.verdict import site_title
 from postmortem.demangle import base_name, collapse_templates, heading_name
+from postmortem.exceptions import PROBLEM_WORDS, ProblemClass, find_exception
 from postmortem.findings import Finding, FindingCode
 from postmortem.model import LOST_EXCEPTION, FaultSource
 from postmortem.salvage import lost_rows
@@ -39,36 +39,6 @@ from postmortem.salvage import lost_rows
 __all__ = ["BestGuess", "OnCallSummary", "ProblemClass", "Statement", "oncall_summary"]
 
 
-class ProblemClass(Enum):
-    """What kind of problem a dump shows; the value is the stable code reports print."""
-
-    ILLEGAL_ADDRESS = "illegal-memory-access"
-    MISALIGNED_ADDRESS = "misaligned-address"
-    DEVICE_ASSERT = "device-side-assert"
-    ILLEGAL_INSTRUCTION = "illegal-instruction"
-    STACK_OVERFLOW = "stack-overflow"
-    TRAP = "trap"
-    OTHER_EXCEPTION = "other-exception"
-    HANG_AT_BARRIER = "hang-at-barrier"
-    HANG_AT_CONVERGENCE = "hang-at-convergence-barrier"
-    SPIN_WAIT = "spin-wait"
-    COLLECTIVE_WAIT = "collective-wait"
-    HANG = "hang-unexplained"
-    NO_EXCEPTION = "no-exception"
-    DAMAGED = "damaged-dump"
-    """No exception in what could be read, but rows that could hold one were lost."""
-
-
-# Exception codes (model.EXCEPTION_NAMES) by class, and the class in words.
-_BY_EXCEPTION: tuple[tuple[ProblemClass, frozenset[int], str], ...] = (
-    (ProblemClass.ILLEGAL_ADDRESS, frozenset({1, 5, 7, 10, 14, 17, 29, 30}),
-     "illegal memory access in a kernel"),
-    (ProblemClass.MISALIGNED_ADDRESS, frozenset({6, 11}), "misaligned memory access in a kernel"),
-    (ProblemClass.DEVICE_ASSERT, frozenset({12}), "device-side assert"),
-    (ProblemClass.ILLEGAL_INSTRUCTION, frozenset({4, 8, 23, 24, 25, 26, 27, 28}),
-     "illegal instruction or PC in a kernel"),
-    (ProblemClass.STACK_OVERFLOW, frozenset({2, 3, 9, 19, 33, 35}), "stack overflow in a kernel"),
-)  # fmt: skip
 _BY_PATTERN = {
     FindingCode.DIVERGENT_BARRIER: (ProblemClass.HANG_AT_BARRIER, "hang at a block barrier"),
     FindingCode.CONVERGENCE_SPLIT: (
@@ -167,10 +137,9 @@ def _fault_class(site: FaultSite) -> tuple[ProblemClass, str]:
     if code is None:
         return ProblemClass.OTHER_EXCEPTION, "an exception the dump does not name"
     named = f"{site_title(site)}, exception {code}"
-    for problem_class, codes, words in _BY_EXCEPTION:
-        if code in codes:
-            return problem_class, f"{words} ({named})"
-    return ProblemClass.OTHER_EXCEPTION, f"an exception in a kernel ({named})"
+    kind = find_exception(code)
+    problem = kind.problem if kind is not None else ProblemClass.OTHER_EXCEPTION
+    return problem, f"{PROBLEM_WORDS[problem]} ({named})"
 
 
 def _fault_signal(site: FaultSite) -> Statement:
