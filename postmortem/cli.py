@@ -64,6 +64,13 @@ _sentry_option = click.option(
 )  # fmt: skip
 
 
+_NO_ARGS: tuple[type[click.UsageError], ...] = tuple(
+    getattr(click.exceptions, name)
+    for name in ("NoArgsIsHelpError",)
+    if hasattr(click.exceptions, name)
+)
+
+
 class _Commands(click.Group):
     """The command group, its usage errors said in one line like every other error."""
 
@@ -79,6 +86,11 @@ class _Commands(click.Group):
             return super().main(args, prog_name, complete_var, False, **extra)
         try:
             result = super().main(args, prog_name, complete_var, False, **extra)
+        except _NO_ARGS as error:
+            # Since click 8.2, a group run with no arguments raises its help as a usage error
+            # (one line of literal \n here): a first contact is shown the help, as before.
+            click.echo(error.ctx.get_help() if error.ctx else self.get_help(click.Context(self)))
+            sys.exit(0)
         except click.UsageError as error:
             where = error.ctx.command_path if error.ctx else "postmortem"
             line = f"error: {error.format_message()} (see `{where} --help`)"
@@ -430,9 +442,9 @@ def extract(core: Path, out_dir: Path, force: bool, debug: bool) -> None:
     "--format",
     "fmt",
     type=click.Choice(SCAN_FORMATS),
-    default="text",
-    show_default=True,
-    help="Index format; json writes JSON lines (one object per dump and group).",
+    default=None,
+    help="Index format; json writes JSON lines (one object per dump and group) "
+    "[default: from -o's name (index.html), else text].",
 )
 @click.option(
     "-o",
@@ -524,7 +536,7 @@ def extract(core: Path, out_dir: Path, force: bool, debug: bool) -> None:
 def scan(
     roots: tuple[Path, ...],
     jobs: int | None,
-    fmt: str,
+    fmt: str | None,
     output: Path | None,
     reports_dir: Path | None,
     report_format: str | None,
@@ -567,6 +579,7 @@ def scan(
     from postmortem.commands import analyze_options
     from postmortem.scan import command as scan_cli
 
+    fmt = fmt or (format_of(output) if output is not None else None) or "text"
     settings = scan_cli.ScanSettings(
         fmt=fmt, jobs=jobs, output=_file_or_stdout(output), reports_dir=reports_dir,
         report_format=report_format, jsonl=jsonl, since=since, timeout_s=timeout, rules=rules,

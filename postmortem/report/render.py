@@ -121,6 +121,27 @@ def _md_escaped(found: re.Match[str]) -> str:
     return "".join(f"\\{c}" for c in piece)
 
 
+def md_prose(value: object) -> str:
+    """Prose whose backquoted parts are code (a command to run, an assert's condition): each
+    `…` becomes a code span, the rest is `md_text`. Unpaired backquotes stay text."""
+    parts = (UNKNOWN if value is None else str(value)).split("`")
+    if len(parts) % 2 == 0:
+        return md_text(value)
+    return "".join(md_code(part) if n % 2 else md_text(part) for n, part in enumerate(parts))
+
+
+def html_prose(value: object) -> Any:
+    """`md_prose` for HTML: each `…` a <code> element, everything escaped."""
+    from markupsafe import Markup, escape
+
+    parts = (UNKNOWN if value is None else str(value)).split("`")
+    if len(parts) % 2 == 0:
+        return escape(value)
+    return Markup("").join(
+        Markup("<code>%s</code>") % part if n % 2 else escape(part) for n, part in enumerate(parts)
+    )
+
+
 def md_cell(value: object) -> str:
     """A code span fit for a Markdown table cell (pipes escaped)."""
     return md_code(value).replace("|", "\\|")
@@ -171,6 +192,8 @@ def template_environment(*, text: bool = False) -> jinja2.Environment:
     env.filters["md_code"] = md_code
     env.filters["md_cell"] = md_cell
     env.filters["md_text"] = md_text
+    env.filters["md_prose"] = md_prose
+    env.filters["html_prose"] = html_prose
     return env
 
 

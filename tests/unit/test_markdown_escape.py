@@ -104,3 +104,22 @@ def test_a_backslash_is_escaped_only_where_it_would_escape():
     assert md_text("\\x1b[2J") == "\\x1b\\[2J"  # an escaped control, shown once
     assert md_text("a\\*b") == "a\\\\\\*b"  # before punctuation: both escaped
     assert md_text("ends\\") == "ends\\\\"
+
+
+def test_backquoted_parts_of_our_prose_are_code_and_the_rest_stays_text():
+    from postmortem.report.render import html_prose, md_prose
+
+    text = "run `postmortem analyze CORE --host-log LOG` on *it* <b>"
+    assert md_prose(text) == ("run `postmortem analyze CORE --host-log LOG` on \\*it\\* &lt;b&gt;")
+    assert str(html_prose(text)) == (
+        "run <code>postmortem analyze CORE --host-log LOG</code> on *it* &lt;b&gt;"
+    )
+    # an unpaired backquote is text, and markup inside a code part is still escaped
+    assert md_prose("a ` b") == md_text_of("a ` b")
+    assert str(html_prose("`<i>`")) == "<code>&lt;i&gt;</code>"
+
+
+def md_text_of(value: str) -> str:
+    from postmortem.report.render import md_text
+
+    return md_text(value)
