@@ -58,3 +58,35 @@ def test_the_build_line_names_the_kernel_that_ran_and_counts_the_others():
     text = render("analyze", _report("hang_fa3_busy"), "text")
     (built,) = [line for line in text.splitlines() if line.strip().startswith("built:")]
     assert "FlashAttnFwdSm90<…> > > and 2 other kernels of its module:" in built
+
+
+@pytest.mark.parametrize(
+    "corpus",
+    ["sgl_kernel-0.3.21.common_ops.150.sm_90a", "vllm-0.33.0.C_stable_libtorch.323.sm_90a"],
+)
+def test_a_whole_production_module_s_report_fits_a_github_issue(tmp_path, corpus):
+    # GIVEN a fault in a module of many CUTLASS GEMMs whose names run to thousands of characters
+    from tests.tinydump import (
+        BlockSpec,
+        DeviceSpec,
+        DumpSpec,
+        GridSpec,
+        LaneSpec,
+        ModuleSpec,
+        WarpSpec,
+        cubin,
+        write_tiny_dump,
+    )  # fmt: skip
+
+    module = ModuleSpec(f"corpus/{corpus}", abi="v8")
+    kernel = cubin(f"corpus/{corpus}", "v8").kernels[0]["name"]
+    lane = LaneSpec(0x100, exception=14)
+    grid = GridSpec(1, module, kernel=kernel)
+    device = DeviceSpec([module], [grid], [BlockSpec(1, [WarpSpec([lane])])])
+    path = write_tiny_dump(tmp_path / "g.nvcudmp", DumpSpec([device], layout="r580"))
+    report = build_report(analyze_dump(path, AnalyzeOptions(LocalizeOptions(), cuda_gdb=False)))
+    # THEN its modules table names each kernel family once, and the report fits
+    markdown = render("analyze", report, "md")
+    assert len(markdown) < GITHUB_ISSUE, len(markdown)
+    assert max(len(line) for line in render("analyze", report, "text").splitlines()) <= TEXT_WIDTH
+    assert len(report["modules"][0]["functions"]) > 1  # the JSON keeps every full name
