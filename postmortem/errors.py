@@ -15,7 +15,7 @@ from enum import IntEnum
 from pathlib import Path
 from typing import ClassVar
 
-from postmortem._version import DISTRIBUTION
+from postmortem._version import install_extra
 
 
 class ExitStatus(IntEnum):
@@ -331,7 +331,7 @@ class MissingExtra(PostmortemError):
 
     @property
     def hint(self) -> str | None:  # type: ignore[override]
-        return f"pip install '{DISTRIBUTION}[{self.extra}]'"
+        return install_extra(self.extra)
 
 
 @dataclass(eq=False)

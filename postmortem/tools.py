@@ -7,7 +7,7 @@ Search order for a tool (first hit wins):
 4. ``$CUDA_HOME/bin``;
 5. ``/usr/local/cuda/bin``;
 6. ``nvidia/cu13/bin`` inside any ``sys.path`` entry: where the ``nvidia-cuda-nvdisasm`` and
-   ``nvidia-cuda-cuobjdump`` wheels put their programs (``pip install 'cuda-postmortem[tools]'``).
+   ``nvidia-cuda-cuobjdump`` wheels put their programs (the `tools` extra).
    The folder is looked up on disk; the ``nvidia`` package is never imported.
 """
 
@@ -21,11 +21,11 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from postmortem._version import DISTRIBUTION
+from postmortem._version import install_extra
 from postmortem.errors import ToolFailed, ToolNotFound
 from postmortem.toolrun import run_tool
 
-_PIP_HINT = f"pip install '{DISTRIBUTION}[tools]'"
+_PIP_HINT = install_extra("tools")
 _INSTALL_HINTS: dict[str, str] = {
     "nvdisasm": _PIP_HINT,
     "cuobjdump": _PIP_HINT,

@@ -71,7 +71,7 @@ def open_coredump(path: str | Path) -> Coredump:
 
     Args:
         path: the `.nvcudmp` file, or its URL in an object store (`s3://bucket/core.nvcudmp`,
-            any fsspec URL; needs `cuda-postmortem[remote]`): then only the byte ranges the
+            any fsspec URL; needs the `remote` extra): then only the byte ranges the
             reading needs are fetched.
 
     Returns:

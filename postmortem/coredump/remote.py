@@ -55,9 +55,7 @@ class RemoteFile:
             self._fs, self._key = fsspec.core.url_to_fs(url)
             info = self._fs.info(self._key)
         except ImportError:
-            raise UnreadableFile(
-                path, "reading a URL needs fsspec: pip install 'cuda-postmortem[remote]'"
-            ) from None
+            raise UnreadableFile(path, "reading a URL needs fsspec: pip install fsspec") from None
         except Exception as error:  # noqa: BLE001 - every store raises its own errors
             raise UnreadableFile(path, _describe(error)) from None
         if info.get("type") not in (None, "file"):

@@ -40,7 +40,7 @@ KNOWN_FAULTS: tuple[tuple[re.Pattern[str], FindingCode, str], ...] = (
         # says "Cannot disassemble instruction".
         re.compile(r"cuobjdump: (?:not found|No such file)|Cannot disassemble instruction"),
         FindingCode.GDB_CUOBJDUMP_MISSING,
-        "x/i needs cuobjdump on PATH: pip install 'cuda-postmortem[tools]'",
+        "x/i needs cuobjdump on PATH: pip install nvidia-cuda-cuobjdump",
     ),
     # Not yet seen in a transcript: worded after docs/toolchain.md's account of 11.8.
     (

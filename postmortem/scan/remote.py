@@ -72,7 +72,7 @@ def iter_remote_dumps(url: DumpUrl) -> Iterator[tuple[DumpUrl, ObjectInfo | None
             return
         listing: dict[str, dict[str, Any]] = fs.find(key, detail=True)
     except ImportError:
-        yield url, None, "cannot read: a URL needs fsspec: pip install 'cuda-postmortem[remote]'"
+        yield url, None, "cannot read: a URL needs fsspec: pip install fsspec"
         return
     except Exception as error:  # noqa: BLE001
         yield url, None, f"cannot list: {type(error).__name__}: {error}".rstrip(": ")

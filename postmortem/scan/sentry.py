@@ -1,4 +1,4 @@
-"""One Sentry event per dump, through the official SDK (`pip install 'cuda-postmortem[sentry]'`).
+"""One Sentry event per dump, through the official SDK (the `sentry` extra).
 
 The events go through a `sentry_sdk.Client` of our own, never `sentry_sdk.init`: the
 process' own Sentry (a program that uses postmortem as a library may have one) keeps its

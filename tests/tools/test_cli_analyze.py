@@ -36,7 +36,7 @@ def test_runs_with_no_tool_at_all():
     result = analyze(DUMPS / "oob_store.nvcudmp", "--nvdisasm", "/nonexistent/nvdisasm")
     assert result.returncode == 0, result.stderr
     assert "nvdisasm is not installed" in result.stdout
-    assert "pip install 'cuda-postmortem[tools]'" in result.stdout
+    assert "pip install nvidia-cuda-nvdisasm nvidia-cuda-cuobjdump" in result.stdout
     assert "oob_kernel+0xd0" in result.stdout
 
 

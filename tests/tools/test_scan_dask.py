@@ -275,7 +275,7 @@ def test_without_the_extra_engine_dask_is_a_one_line_error(tmp_path):
     assert result.returncode == 2
     (line,) = result.stderr.splitlines()
     assert "--engine dask needs the dask extra (distributed is not installed)" in line
-    assert "pip install 'cuda-postmortem[dask]'" in line
+    assert "pip install 'dask[distributed]'" in line
 
 
 def test_engine_dask_needs_a_scheduler_and_a_scheduler_needs_engine_dask(tmp_path):

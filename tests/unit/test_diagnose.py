@@ -77,9 +77,9 @@ def test_nvdisasm_refusals_quote_the_first_message_and_only_differences_after_it
 
 
 def test_missing_and_failed_nvdisasm_findings():
-    missing = dx.nvdisasm_missing("pip install 'cuda-postmortem[tools]'")
+    missing = dx.nvdisasm_missing("pip install nvidia-cuda-nvdisasm nvidia-cuda-cuobjdump")
     assert (missing.code, missing.remedy) == (
-        FindingCode.NVDISASM_MISSING, "pip install 'cuda-postmortem[tools]'",
+        FindingCode.NVDISASM_MISSING, "pip install nvidia-cuda-nvdisasm nvidia-cuda-cuobjdump",
     )  # fmt: skip
     failed = dx.nvdisasm_failed("timed out after 120 s")
     assert (failed.code, failed.message) == (

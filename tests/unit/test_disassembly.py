@@ -29,7 +29,7 @@ def test_a_missing_nvdisasm_gives_no_listing_and_the_install_hint(tmp_path):
     assert function.symbol_index == kernel["symbol_index"]
     assert result is None
     assert note.code is FindingCode.NVDISASM_MISSING
-    assert note.remedy == "pip install 'cuda-postmortem[tools]'"
+    assert note.remedy == "pip install nvidia-cuda-nvdisasm nvidia-cuda-cuobjdump"
 
 
 def test_quotes_are_worked_out_once_per_code_map(tmp_path):

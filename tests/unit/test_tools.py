@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import stat
 import sys
 import time
@@ -90,13 +91,13 @@ def test_not_found_lists_every_place_and_hint(clean_env, tmp_path):
         find_tool("nvdisasm")
     error = info.value
     assert error.searched[:3] == ("$PATH", str(tmp_path / "cuda" / "bin"), "/usr/local/cuda/bin")
-    assert error.hint == "pip install 'cuda-postmortem[tools]'"
+    assert error.hint == "pip install nvidia-cuda-nvdisasm nvidia-cuda-cuobjdump"
     assert "nvdisasm not found" in str(error)
 
 
 def test_install_hints():
     assert "nvidia-cuda-gdb" in install_hint("cuda-gdb") and "non-free" in install_hint("cuda-gdb")
-    assert install_hint("cuobjdump") == "pip install 'cuda-postmortem[tools]'"
+    assert install_hint("cuobjdump") == "pip install nvidia-cuda-nvdisasm nvidia-cuda-cuobjdump"
 
 
 @pytest.mark.parametrize(
@@ -163,3 +164,20 @@ def is_running(pid):
 def test_run_tool_missing_program():
     with pytest.raises(ToolNotFound):
         run_tool(["/nonexistent/tool"], timeout=5)
+
+
+def test_every_install_hint_names_packages_of_the_index_as_the_extras_do():
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10
+        import tomli as tomllib
+
+    from postmortem._version import EXTRA_PACKAGES
+    from tests.conftest import FIXTURES
+
+    extras = tomllib.loads((FIXTURES.parent / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"
+    ]
+    for extra, packages in EXTRA_PACKAGES.items():
+        wanted = {re.split(r"[<>=!]", r)[0] for r in extras[extra]}
+        assert {p.strip("'") for p in packages.split()} == wanted, extra

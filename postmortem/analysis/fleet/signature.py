@@ -319,7 +319,10 @@ def _quality(facts: SignatureInput, line_info: bool, in_app: bool) -> Quality:
             "for a signature with source lines"
         )
     elif not line_info:
-        advice = "no inline chain (is nvdisasm installed? pip install 'cuda-postmortem[tools]')"
+        advice = (
+            "no inline chain at this PC (without line info in the cubin, nvdisasm must be "
+            "installed: pip install nvidia-cuda-nvdisasm)"
+        )
     elif not in_app:
         advice = "every frame is in a library path; the signature may merge distinct callers"
     return Quality(
@@ -347,7 +350,9 @@ def signature_input(analysis: Analysis) -> SignatureInput:
         names = tuple(_grouped_name(n) for n in group.frame_names)
         inner = group.calls.frames[0] if group.calls and group.calls.frames else None
         offset = inner.offset if inner and inner.offset is not None else group.offset
-        return SignatureInput(None, group.kernel, offset, group.chain, None, names)
+        build = next((b for b in analysis.builds if group.kernel in b.kernels), None)
+        lines = build.has_line_info if build is not None else None
+        return SignatureInput(None, group.kernel, offset, group.chain, lines, names)
     return SignatureInput(None, None, None, (), None)
 
 
