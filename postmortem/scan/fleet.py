@@ -25,6 +25,7 @@ from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
+from postmortem.pci import format_pci
 from postmortem.scan.group import Blame, Group
 from postmortem.scan.row import DumpRow
 from postmortem.scan.xid import HostXid
@@ -69,12 +70,7 @@ def gpu_id(row: DumpRow) -> str | None:
     """The identity of the GPU that faulted in `row`; None when the dump does not say."""
     if row.pci_bus_id is None:
         return None
-    return f"{row.host or '?'}/{pci_address(row.pci_bus_id, row.pci_dev_id)}"
-
-
-def pci_address(bus: int, device: int | None) -> str:
-    """The PCI address as the driver's Xid lines print it (domain 0, function 0)."""
-    return f"0000:{bus:02x}:{device or 0:02x}.0"
+    return f"{row.host or '?'}/{format_pci(row.pci_bus_id, row.pci_dev_id)}"
 
 
 def _faulting(rows: Sequence[DumpRow]) -> list[DumpRow]:

@@ -11,6 +11,7 @@ from typing import Any
 from postmortem._version import __version__
 from postmortem.analysis.fleet.signature import SIGNATURE_VERSION, Signature
 from postmortem.exceptions import describe_exception
+from postmortem.pci import format_pci
 from postmortem.report.values import utc_text
 from postmortem.scan.fleet import (
     CODE,
@@ -19,7 +20,6 @@ from postmortem.scan.fleet import (
     UNCLEAR,
     Gpu,
     gpu_id,
-    pci_address,
 )
 from postmortem.scan.group import Blame, CoarseGroup, Group, History
 from postmortem.scan.history import QUIET_DAYS
@@ -73,7 +73,7 @@ def dump_view(row: DumpRow, earliest: bool, base: Path | None) -> dict[str, Any]
         "signature": None if row.signature is None else signature_view(row.signature),
         "instruction": row.instruction, "instruction_note": row.instruction_note,
         "gpu": gpu_id(row), "gpu_name": row.gpu_name,
-        "pci_address": None if row.pci_bus_id is None else pci_address(
+        "pci_address": None if row.pci_bus_id is None else format_pci(
             row.pci_bus_id, row.pci_dev_id
         ),
         "sm": row.sm, "build_key": row.build_key,
@@ -135,7 +135,7 @@ def ownership_view(ownership: Ownership) -> dict[str, Any]:
 def gpu_view(gpu: Gpu) -> dict[str, Any]:
     """One GPU of the fleet: its faults by signature and SM, and its verdict."""
     return {
-        "id": gpu.id, "host": gpu.host, "pci_address": pci_address(gpu.pci_bus_id, gpu.pci_dev_id),
+        "id": gpu.id, "host": gpu.host, "pci_address": format_pci(gpu.pci_bus_id, gpu.pci_dev_id),
         "name": gpu.name, "dumps": gpu.blame.dumps,
         "signatures": [{"id": sid, "count": count} for sid, count in gpu.signatures],
         "sms": [{"sm": sm, "count": count} for sm, count in gpu.sms],

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from postmortem.host.reader import LogTail, read_log_tail
+from postmortem.pci import parse_pci
 
 JOINED_XIDS = (13, 31, 43, 79)
 """The Xids a GPU's verdict is shown with."""
@@ -153,7 +154,7 @@ def _host_xids(data: bytes, found: _Search, path: str) -> list[HostXid]:
     for at, key in sorted((at, key) for key, at in found.first.items()):
         line += data.count(b"\n", counted, at)
         counted = at
-        pci = _pci(key[0].decode("ascii"))
+        pci = parse_pci(key[0].decode("ascii"))
         if pci is None:
             continue
         host = None if key[2] is None else key[2].decode("utf-8", errors="replace")
@@ -174,16 +175,3 @@ def _partial(path: Path, tail: LogTail, searched: int) -> str | None:
         return None
     where = f"its last {searched:,} bytes" if searched < tail.size_bytes else "those"
     return f"--host-log {path}: {'; '.join(why)}: Xid lines counted in {where} only"
-
-
-def _pci(text: str) -> tuple[int, int | None] | None:
-    # "0000:3b:00" (domain, bus, device), "0000:3b:00.0", or "3b:00"
-    parts = text.split(".")[0].split(":")
-    try:
-        if len(parts) == 3:
-            return int(parts[1], 16), int(parts[2], 16)
-        if len(parts) == 2:
-            return int(parts[0], 16), int(parts[1], 16)
-    except ValueError:
-        return None
-    return None

@@ -60,6 +60,7 @@ LAYER_OF: dict[str, str] = {
     "postmortem.errors": "base",
     "postmortem.model": "base",
     "postmortem.exceptions": "base",
+    "postmortem.pci": "base",
     "postmortem.findings": "base",
     "postmortem.demangle": "base",
     "postmortem.elf": "base",

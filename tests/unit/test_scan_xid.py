@@ -268,3 +268,12 @@ def test_scan_of_a_host_log_of_one_gib_line_reads_its_tail_and_says_so(tmp_path)
         f"warning: --host-log {log}: 1,073,741,824 bytes: Xid lines counted in its last "
         f"{XID_TAIL_BYTES:,} bytes only"
     ) in result.stderr.splitlines()
+
+
+def test_a_pci_address_reads_back_as_it_is_written():
+    from postmortem.pci import format_pci, parse_pci
+
+    assert format_pci(0x3B, 0) == "0000:3b:00.0"
+    for text in ("0000:3b:00", "0000:3b:00.0", "3b:00", format_pci(0x3B, 0)):
+        assert parse_pci(text) == (0x3B, 0)
+    assert parse_pci("3b") is None and parse_pci("zz:00") is None

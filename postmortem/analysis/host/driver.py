@@ -16,6 +16,7 @@ from postmortem.analysis.host.match import compare_address, lane_words
 from postmortem.exceptions import describe_exception
 from postmortem.findings import Finding, FindingCode, Severity
 from postmortem.host.model import CudaException, DriverLog
+from postmortem.pci import parse_pci
 
 _CHECKED = 4
 """Events of one kind compared per log (the first ones)."""
@@ -81,23 +82,12 @@ def _gpu_check(
 ) -> HostCheck:
     """Whether an Xid's GPU (``0000:3b:00``, domain:bus:device) is one of the dump's."""
     shown = ", ".join(f"{bus:02x}:{device:02x}" for bus, device in devices)
-    address = pci_address(pci)
+    address = parse_pci(pci)
     if address is None:
         return HostCheck(path, line, source, "GPU (PCI)", pci, shown, None, "not a PCI address")
     same = address in devices
     how = "the dump's GPU" if same else "another GPU than the dump's"
     return HostCheck(path, line, source, "GPU (PCI)", pci, shown, same, how)
-
-
-def pci_address(pci: str) -> tuple[int, int] | None:
-    """(bus, device) of ``0000:3b:00`` (domain:bus:device, an optional ``.function``)."""
-    fields = pci.split(".")[0].split(":")
-    if len(fields) < 2:
-        return None
-    try:
-        return int(fields[-2], 16), int(fields[-1], 16)
-    except ValueError:
-        return None
 
 
 def _access_check(path: Path, line: int, source: str, access: str, dump: DumpFacts) -> HostCheck:
@@ -171,7 +161,7 @@ def gpu_lost(path: Path, log: DriverLog, pci: Sequence[tuple[int, int]]) -> list
     if not lost:
         return []
     caveat = None
-    if pci and not any(pci_address(x.pci) in pci for x in lost):
+    if pci and not any(parse_pci(x.pci) in pci for x in lost):
         gpus = ", ".join(f"{bus:02x}:{device:02x}" for bus, device in pci)
         caveat = f"the lost GPU is not the dump's ({gpus}): it may be another process's failure"
     return [
