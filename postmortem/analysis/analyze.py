@@ -158,7 +158,7 @@ def _analyze(
         )
     check, note, gdb_ran = _second_opinion(core, gdb, summary, code_map)
     sites, check = named_by_gdb(sites, check)
-    builds = build_provenance(code_map, _modules_that_matter(core, code_map, sites, state))
+    builds = build_provenance(code_map, modules_that_matter(core, code_map, sites, state))
     # Names read while localizing (a warp's barrier info) may have added findings.
     summary = replace(summary, findings=dump_findings(core, code_map))
     return Analysis(
@@ -190,7 +190,7 @@ def transfer_note(core: Coredump) -> str | None:
     )
 
 
-def _modules_that_matter(
+def modules_that_matter(
     core: Coredump, code_map: CodeMap, sites: tuple[FaultSite, ...], state: tuple[KernelState, ...]
 ) -> list[Module]:
     """The faulting modules; in a dump without a fault, the modules of the running grids."""

@@ -13,9 +13,15 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from postmortem.analysis.analyze import Analysis, AnalysisMode, AnalyzeOptions
+from postmortem.analysis.analyze import (
+    Analysis,
+    AnalysisMode,
+    AnalyzeOptions,
+    modules_that_matter,
+)
 from postmortem.analysis.fault.fault import FaultSite, localize
 from postmortem.analysis.hang.hang import analyze_hang
+from postmortem.analysis.provenance import build_provenance
 from postmortem.analysis.state import gpu_state, warp_pcs
 from postmortem.analysis.verdict import decide, without_claims
 from postmortem.codemap import CodeMap
@@ -81,6 +87,10 @@ def lean_analysis(
         if sites:
             at_pc = replace(at_pc, build_key=build_key(code_map, sites[0].module))
         core.file.check_unchanged()  # an object replaced while read: no row
+        # The builds say whether a hang group's cubin has line info: its signature's advice.
+        builds = build_provenance(code_map, modules_that_matter(core, code_map, sites, state))
     verdict = decide(sites, hang, state, lost_rows(summary.findings))
-    analysis = Analysis(path, summary, sites, state, hang, None, SKIPPED_GDB, verdict=verdict)
+    analysis = Analysis(
+        path, summary, sites, state, hang, None, SKIPPED_GDB, builds=builds, verdict=verdict
+    )
     return analysis, at_pc
