@@ -12,9 +12,11 @@ from __future__ import annotations
 import json
 import subprocess
 from functools import cache
+from io import BytesIO
 from pathlib import Path
 
 import pytest
+from elftools.elf.elffile import ELFFile
 
 from fixtures.builder.markers import marker_location
 from postmortem import open_coredump
@@ -298,3 +300,34 @@ def test_an_assert_message_is_escaped_like_every_name_from_the_dump(tmp_path):
     html = (tmp_path / "r.html").read_text()
     # THEN the page shows it as text
     assert "<b>&x" not in html and "&lt;b&gt;&amp;x" in html
+
+
+def _image_with_addressed_data(clear_global_init_address: bool) -> bytes:
+    # Every SHF_ALLOC section given a load address and the symbols in it absolute, as other
+    # producers write images ("alloc"); with .nv.global.init's own address then cleared, the
+    # image is as the 580 driver writes it: absolute symbols, and no offset left to read.
+    from relocate import relocate_cubin
+
+    from tests.tinydump import BASE
+
+    image = bytearray(relocate_cubin(cubin("device_assert", "v8").data, BASE, "alloc").data)
+    if clear_global_init_address:
+        elf = ELFFile(BytesIO(bytes(image)))
+        index = next(i for i, s in enumerate(elf.iter_sections()) if s.name == ".nv.global.init")
+        at = elf.header.e_shoff + index * elf.header.e_shentsize + 16  # sh_addr
+        image[at : at + 8] = bytes(8)
+    return bytes(image)
+
+
+@pytest.mark.parametrize("cleared", [False, True], ids=["section-addressed", "symbols-only"])
+def test_strings_are_read_under_every_way_an_image_keeps_their_offsets(tmp_path, cleared):
+    module = ModuleSpec("device_assert", abi="v8")
+    module.image = _image_with_addressed_data(cleared)
+    lane = LaneSpec(cubin("device_assert", "v8").fault["offset"], exception=WARP_ASSERT)
+    device = DeviceSpec([module], [GridSpec(1, module)], [BlockSpec(1, [WarpSpec([lane])])])
+    with open_coredump(write_tiny_dump(tmp_path / "a.nvcudmp", DumpSpec([device]))) as core:
+        decoded = localize(core)[0].assertion
+    assert decoded is not None and decoded.message.value == "i < n"
+    assert decoded.file.value == "device_assert.cu"
+    how = "the only string of $str's length" if cleared else ".nv.global.init at offset 0x0"
+    assert how in decoded.message.source
