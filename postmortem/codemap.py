@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
 from postmortem.coredump.faults import read_faults
-from postmortem.coredump.reader import Coredump
+from postmortem.coredump.reader import MAX_IMAGE_BYTES, Coredump
 from postmortem.cubin.elfimage import ElfImage
 from postmortem.cubin.inspect import CubinSummary, summarize_cubin
 from postmortem.errors import MalformedElf, NvInfoError
@@ -67,6 +67,10 @@ class CodeMap:
             for module in self._core.all_modules():
                 image = module.relocated_image
                 if image is None:
+                    continue
+                if image.size_bytes > MAX_IMAGE_BYTES:
+                    why = f"an image of {image.size_bytes:,} bytes, larger than any cubin"
+                    self.unreadable.append((module, why))
                     continue
                 try:
                     summary = self._summarize(image.section)

@@ -66,6 +66,10 @@ def _whole(row: Row, *names: str) -> tuple[int, ...] | None:
     return None if None in found else found  # type: ignore[return-value]
 
 
+MAX_IMAGE_BYTES = 256 << 20
+"""The largest module image read: PyTorch's biggest sm_90 cubin is 10 MiB, NCCL's 106 MiB."""
+
+
 def open_coredump(path: str | Path) -> Coredump:
     """Open a CUDA GPU coredump (plain or compressed) for reading.
 
@@ -230,7 +234,17 @@ class Coredump:
         return Image(found, int(self.tables.survey.size[found]), image_type == t.RELF_IMG)
 
     def image_bytes(self, image: Image) -> bytes:
-        """The cubin bytes of a module image."""
+        """The cubin bytes of a module image.
+
+        Raises:
+            CorruptSection: the image is larger than any cubin (`MAX_IMAGE_BYTES`): a header
+                pointing into a hole of zeros, whose bytes would be copied into memory.
+        """
+        if image.size_bytes > MAX_IMAGE_BYTES:
+            raise CorruptSection(
+                self.path, self.sections.label(image.section), "sh_size", image.size_bytes,
+                f"larger than any cubin (at most {MAX_IMAGE_BYTES >> 20} MiB of an image are read)",
+            )  # fmt: skip
         return self.tables.data(image.section)
 
     def grids(self, device: Device) -> tuple[Grid, ...]:

@@ -163,3 +163,43 @@ def test_a_root_level_image_serves_every_device(tmp_path):
         location = code_map.locate(1, text)
         assert location.function == OOB_KERNEL
         assert (location.module_handle, location.module.device_index) == (None, None)
+
+
+def test_an_image_larger_than_any_cubin_is_set_aside_not_copied(tmp_path):
+    # GIVEN a dump whose relocated image's header points into a 16 GiB hole of zeros at the
+    # end of the file (sparse: no disk used)
+    import pytest
+
+    from postmortem.coredump.reader import MAX_IMAGE_BYTES
+    from postmortem.errors import CorruptSection
+
+    module = ModuleSpec("oob_store")
+    lane = LaneSpec(OOB.fault["offset"], exception=WARP_ILLEGAL_ADDRESS)
+    device = DeviceSpec([module], [GridSpec(1, module)], [BlockSpec(1, [WarpSpec([lane])])])
+    path = write_tiny_dump(tmp_path / "t.nvcudmp", DumpSpec([device]))
+    end = path.stat().st_size
+    hole = 16 << 30
+    name = next(n for n in _section_names(path) if n.startswith(".cudbg.relfimg"))
+    patch_section(path, name, sh_offset=end, sh_size=hole)  # reads the file whole: first
+    with path.open("r+b") as file:
+        file.truncate(end + hole)
+    # WHEN it is read
+    with open_coredump(path) as core:
+        code_map = CodeMap(core)
+        # THEN the image is set aside with the reason, and reading it is refused, not copied
+        assert code_map.modules() == []
+        assert "larger than any cubin" in code_map.unreadable[0][1]
+        (image_module,) = core.all_modules()
+        assert image_module.relocated_image.size_bytes > MAX_IMAGE_BYTES
+        with pytest.raises(CorruptSection):
+            core.image_bytes(image_module.relocated_image)
+
+
+def _section_names(path):
+    from io import BytesIO
+
+    from elftools.elf.elffile import ELFFile
+
+    with path.open("rb") as file:
+        head = file.read(1 << 20)
+    return [s.name for s in ELFFile(BytesIO(head)).iter_sections()]
