@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import struct
 
-from postmortem.cubin.elfimage import ElfImage, ElfSection
+from postmortem.cubin.elfimage import ElfImage, ElfSection, ElfSymbol
 from postmortem.errors import MalformedElf
 
 _SHF_EXECINSTR = 0x4
@@ -27,25 +27,38 @@ def code_relocations(image: ElfImage, name: str) -> dict[int, tuple[int, int]]:
     into these relocations: a symbol of the code section plus an addend. In a relocated image
     from a dump the symbols hold load addresses, which the section's `sh_addr` takes back off.
     """
-    data = image.section_data(name) if image.find_section(name) else None
-    if not data:
-        return {}
-    symbols = {s.index: s for s in image.symbols()}
     sections = {s.index: s for s in image.sections}
     found = {}
+    for r_offset, symbol, r_addend in symbol_relocations(image, name):
+        section = sections.get(symbol.shndx)
+        if section is None or not section.flags & _SHF_EXECINSTR:
+            continue
+        value = symbol.value
+        if section.addr and value >= section.addr:
+            value -= section.addr
+        found[r_offset] = (section.index, value + r_addend)
+    return found
+
+
+def symbol_relocations(image: ElfImage, name: str) -> list[tuple[int, ElfSymbol, int]]:
+    """The R_CUDA_64 relocations of section `name` (``.rela.debug_line``,
+    ``.rela.nv.constant4``) as (offset in the relocated section, symbol, addend); none when
+    the image has no such section.
+
+    Raises:
+        MalformedElf: The section runs past the end of the image.
+    """
+    data = image.section_data(name) if image.find_section(name) else None
+    if not data:
+        return []
+    symbols = {s.index: s for s in image.symbols()}
+    found = []
     for r_offset, r_info, r_addend in _RELA.iter_unpack(
         data[: len(data) // _RELA.size * _RELA.size]
     ):
         symbol = symbols.get(r_info >> 32)
-        section = sections.get(symbol.shndx) if symbol else None
-        if section is None or not section.flags & _SHF_EXECINSTR:
-            continue
-        if r_info & 0xFFFFFFFF != _R_CUDA_64:
-            continue
-        value = symbol.value if symbol else 0
-        if section.addr and value >= section.addr:
-            value -= section.addr
-        found[r_offset] = (section.index, value + r_addend)
+        if symbol is not None and r_info & 0xFFFFFFFF == _R_CUDA_64:
+            found.append((r_offset, symbol, r_addend))
     return found
 
 

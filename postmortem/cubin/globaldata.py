@@ -13,16 +13,14 @@ size, and only when every string of that length in the section is the same text.
 
 from __future__ import annotations
 
-import struct
 from dataclasses import dataclass
 
+from postmortem.cubin.debugrefs import symbol_relocations
 from postmortem.cubin.elfimage import ElfImage, ElfSection, ElfSymbol
 from postmortem.errors import MalformedElf
 
 __all__ = ["FoundString", "ModuleData", "StringMissing"]
 
-_RELA = struct.Struct("<QQq")
-_R_CUDA_64 = 2
 _SHT_NOBITS = 8
 STRING_LIMIT = 1024
 """Bytes read of one string: an assert's message is a line of source, never more."""
@@ -67,20 +65,9 @@ class ModuleData:
 
     def _read_slots(self, name: str) -> dict[int, tuple[ElfSymbol, int]]:
         try:
-            data = self._image.section_data(name) if self._image.find_section(name) else None
+            return {o: (symbol, a) for o, symbol, a in symbol_relocations(self._image, name)}
         except MalformedElf:
             return {}
-        if not data:
-            return {}
-        by_index = {s.index: s for s in self._symbols}
-        found = {}
-        for r_offset, r_info, r_addend in _RELA.iter_unpack(
-            data[: len(data) // _RELA.size * _RELA.size]
-        ):
-            symbol = by_index.get(r_info >> 32)
-            if symbol is not None and r_info & 0xFFFFFFFF == _R_CUDA_64:
-                found[r_offset] = (symbol, r_addend)
-        return found
 
     def symbol(self, name: str) -> ElfSymbol | None:
         """The defined symbol of that name, or None."""

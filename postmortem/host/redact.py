@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections.abc import Callable
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -117,16 +118,14 @@ def redact(text: str) -> str:
 
 
 def hide_home_folders(value: T) -> T:
-    """`value` with only the home folders of every string it holds written ``~`` (in dicts,
-    lists and tuples, at any depth): for what our own report says (a dump's path, a log's,
-    a source file's), where nothing else is a secret."""
-    if isinstance(value, str):
-        return _HOME.sub("~", value)  # type: ignore[return-value]
-    if isinstance(value, dict):
-        return {key: hide_home_folders(item) for key, item in value.items()}  # type: ignore[return-value]
-    if isinstance(value, list | tuple):
-        return type(value)(hide_home_folders(item) for item in value)
-    return value
+    """`value` with only the home folders of every string it holds written ``~`` (as
+    `redact_strings` walks it): for what our own report says (a dump's path, a log's, a
+    source file's), where nothing else is a secret."""
+    return _mapped(value, _hide_home)  # type: ignore[no-any-return]
+
+
+def _hide_home(text: str) -> str:
+    return _HOME.sub("~", text)
 
 
 def _aws_secret_hidden(match: re.Match[str]) -> str:
@@ -151,21 +150,23 @@ def _aws_secret_hidden(match: re.Match[str]) -> str:
 def redact_strings(value: T) -> T:
     """`value` with `redact` applied to every string it holds: in frozen dataclasses, tuples,
     lists and dicts, at any depth. Other values (numbers, paths, enums) are kept."""
-    return _redacted(value)  # type: ignore[no-any-return]
+    return _mapped(value, redact)  # type: ignore[no-any-return]
 
 
-def _redacted(value: Any) -> Any:
+def _mapped(value: Any, text: Callable[[str], str]) -> Any:
     if isinstance(value, str):
-        return redact(value)
+        return text(value)
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         changes = {
-            f.name: _redacted(getattr(value, f.name)) for f in dataclasses.fields(value) if f.init
+            f.name: _mapped(getattr(value, f.name), text)
+            for f in dataclasses.fields(value)
+            if f.init
         }
         return dataclasses.replace(value, **changes)
     if isinstance(value, tuple):
-        return tuple(_redacted(item) for item in value)
+        return tuple(_mapped(item, text) for item in value)
     if isinstance(value, list):
-        return [_redacted(item) for item in value]
+        return [_mapped(item, text) for item in value]
     if isinstance(value, dict):
-        return {key: _redacted(item) for key, item in value.items()}
+        return {key: _mapped(item, text) for key, item in value.items()}
     return value

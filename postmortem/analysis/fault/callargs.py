@@ -16,12 +16,11 @@ value came from or why it is unknown:
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 from postmortem.codemap import CodeMap
 from postmortem.coredump import Coredump
-from postmortem.cubin.cfg import ControlFlowGraph
+from postmortem.cubin.cfg import ControlFlowGraph, branch_label
 from postmortem.cubin.elfimage import ElfSymbol
 from postmortem.cubin.globaldata import FoundString, ModuleData, StringMissing, read_c_string
 from postmortem.cubin.regvalues import (
@@ -37,8 +36,6 @@ from postmortem.errors import MalformedElf
 from postmortem.model import Module
 
 __all__ = ["Argument", "CallReader", "Parameter", "find_callee", "module_data"]
-
-_NAMED_TARGET = re.compile(r"^`\((?P<name>[^()\s]+)\)$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,9 +77,10 @@ def find_callee(
 ) -> str | None:
     """The function a call jumps to: named in the operand (``CALL.ABS.NOINC `(__assertfail)``,
     ptxas 11), or through the constant-bank slot its target register was loaded from."""
+    named = branch_label(call)
+    if named is not None:
+        return named
     target = call.operands[0] if call.operands else ""
-    if named := _NAMED_TARGET.match(target):
-        return named["name"]
     if data is None or not target.startswith("R"):
         return None
     low = value_before(cfg, call.offset, target.split(".")[0])
