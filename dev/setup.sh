@@ -80,6 +80,21 @@ if [ "$MODE" = test ]; then
         echo "setup: installing chromium and chromium-driver (Debian)" >&2
         apt_install chromium chromium-driver || echo "setup: could not install chromium; the HTML browser tests will skip (or fail under CI=true)" >&2
     fi
+    XSD="$VENV/share/junit-10.xsd"
+    if [ ! -s "$XSD" ]; then
+        # The JUnit XML schema Jenkins' xunit plugin defines, as pytest's source distribution
+        # ships it (testing/example_scripts/junit-10.xsd): what the scan's JUnit report is
+        # validated against.
+        echo "setup: fetching junit-10.xsd (pytest 8.4.2 sdist)" >&2
+        sdist=$(mktemp -d)
+        if "$VENV/bin/python" -m pip download -q --no-deps --no-binary :all: pytest==8.4.2 -d "$sdist" >"$LOG" 2>&1; then
+            mkdir -p "$VENV/share"
+            "$VENV/bin/python" -c 'import sys, tarfile; t = tarfile.open(sys.argv[1]); sys.stdout.buffer.write(t.extractfile("pytest-8.4.2/testing/example_scripts/junit-10.xsd").read())' "$sdist"/pytest-8.4.2.tar.gz >"$XSD"
+        else
+            echo "setup: could not fetch junit-10.xsd; the JUnit schema test will skip (or fail under CI=true)" >&2
+        fi
+        rm -rf "$sdist"
+    fi
     if ! ls /usr/lib/x86_64-linux-gnu/libLLVM-14.so* >/dev/null 2>&1 && ! ldconfig -p 2>/dev/null | grep -q "libLLVM-14.so"; then
         # LLVM 14's demangler: the reference the production-kernel names are checked against.
         echo "setup: installing libllvm14 (Debian)" >&2

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 import click
 
 from postmortem._version import __version__
+from postmortem.cli_triage import triage
 from postmortem.errors import BadOption, ExitStatus, PostmortemError
 from postmortem.options import SETTINGS, cuda_gdb_option, source_options, tool_options
 from postmortem.report.formats import ANALYZE_FORMATS, SCAN_FORMATS, format_of
@@ -30,6 +31,12 @@ if TYPE_CHECKING:
     from postmortem.analysis.analyze import AnalyzeOptions
     from postmortem.analysis.fault.source import PathMap
     from postmortem.commands import ToolSettings
+
+FAIL_ON = ("new", "regressed", "any", "never")
+"""`scan --fail-on`: `postmortem.scan.ci.policy.FailOn`, spelled here so that --help needs no
+import of the scan."""
+CI_MODES = ("auto", "github", "none")
+"""`scan --ci`: `postmortem.scan.ci.outputs.CiMode`."""
 
 T = TypeVar("T")
 F = TypeVar("F", bound=Callable[..., Any])
@@ -530,6 +537,29 @@ def extract(core: Path, out_dir: Path, force: bool, debug: bool) -> None:
     type=click.Path(path_type=Path, dir_okay=False),
     help="A CODEOWNERS file: name each group's owners from its inline chain's source paths.",
 )
+@click.option(
+    "--known", type=click.Path(path_type=Path, dir_okay=False),
+    help="The repository's known-crashes file (TOML): mark each group known, new or "
+    "regressed against it (`postmortem triage` edits it).",
+)  # fmt: skip
+@click.option(
+    "--fail-on", type=click.Choice(FAIL_ON), default="never", show_default=True,
+    help="Exit 6 when a group is new, regressed, or any group to act on (any).",
+)  # fmt: skip
+@click.option(
+    "--ci", "ci_mode", type=click.Choice(CI_MODES), default="auto",
+    show_default=True,
+    help="GitHub Actions output (job summary, one annotation per new or regressed group): "
+    "auto when GITHUB_ACTIONS=true.",
+)  # fmt: skip
+@click.option(
+    "--junit", type=click.Path(path_type=Path, dir_okay=False),
+    help="Also write a JUnit XML report: one test case per group, failing as --fail-on says.",
+)  # fmt: skip
+@click.option(
+    "--tracker-comment", "tracker", type=click.Path(path_type=Path, dir_okay=False),
+    help="Also write a tracker issue's comment (Markdown, for gh issue comment --body-file).",
+)  # fmt: skip
 @tool_options()
 @_storage_option
 @_debug_option
@@ -557,6 +587,11 @@ def scan(
     host_logs: tuple[Path, ...],
     sentry_dsn: str | None,
     owners: Path | None,
+    known: Path | None,
+    fail_on: str,
+    ci_mode: str,
+    junit: Path | None,
+    tracker: Path | None,
     tools: ToolSettings,
     debug: bool,
 ) -> None:
@@ -566,18 +601,22 @@ def scan(
     Nothing under DIR is modified. Unchanged dumps come from the cache. cuda-gdb runs only
     for the per-dump reports (--reports), never for signatures.
 
-    Exit status: 0 every dump analyzed; 4 the scan finished but some dumps are error
-    rows (unreadable, truncated, corrupt, timed out); 130 interrupted (Ctrl-C), with the
-    partial results written; 2 bad arguments or cache; 1 internal error.
+    Exit status: 0 every dump analyzed; 6 a group that --fail-on counts; 4 the scan
+    finished but some dumps are error rows (unreadable, truncated, corrupt, timed out);
+    130 interrupted (Ctrl-C), with the partial results written; 2 bad arguments or cache;
+    1 internal error.
 
     \b
     Examples:
       postmortem scan /shared/dumps -o index.html --reports reports/
       postmortem scan /shared/dumps --format json --jsonl rows.jsonl
       postmortem scan s3://bucket/dumps/ --since 24h
+      postmortem scan artifacts/ --known known-crashes.toml --fail-on new --junit crashes.xml
     """
     from postmortem.commands import analyze_options
     from postmortem.scan import command as scan_cli
+    from postmortem.scan.ci.outputs import CiMode
+    from postmortem.scan.ci.policy import FailOn
 
     fmt = fmt or (format_of(output) if output is not None else None) or "text"
     settings = scan_cli.ScanSettings(
@@ -586,6 +625,7 @@ def scan(
         name_patterns=name_patterns, follow_symlinks=follow_symlinks, cache_path=cache_path,
         use_cache=not no_cache, engine=engine, scheduler=scheduler, address=address,
         host_logs=host_logs, sentry_dsn=sentry_dsn, incident=incident, owners=owners,
+        known=known, fail_on=FailOn(fail_on), ci=CiMode(ci_mode), junit=junit, tracker=tracker,
     )  # fmt: skip
     options = analyze_options(replace(tools, source_dirs=source_dirs, path_maps=path_maps))
     tty = sys.stderr.isatty()
@@ -594,7 +634,7 @@ def scan(
     click.echo(text, nl=False)
     if request.outputs.output is not None:
         click.echo(scan_cli.summary_line(result, request.outputs.output), err=True)
-    sys.exit(scan_cli.exit_status(result))
+    sys.exit(scan_cli.exit_status(result, settings.fail_on))
 
 
 @main.command()
@@ -692,6 +732,14 @@ _no_analyze_option = click.option(
 )  # fmt: skip
 @click.option("--print-env", is_flag=True, help="Print the exports (DIR as given); run nothing.")
 @click.option(
+    "--check", is_flag=True,
+    help="Say what a GPU exception and a hang would leave, and what is wrong; run nothing.",
+)  # fmt: skip
+@click.option(
+    "--pid", type=click.IntRange(min=1),
+    help="With --check: check the environment this running process started with.",
+)  # fmt: skip
+@click.option(
     "--hang-after", metavar="SECONDS", type=click.FloatRange(min=0, min_open=True),
     help="Dump a hang (implies --hang) once COMMAND's output has been silent SECONDS.",
 )  # fmt: skip
@@ -707,6 +755,8 @@ def capture(
     sglang: bool,
     kernel_api_log: str | None,
     print_env: bool,
+    check: bool,
+    pid: int | None,
     hang_after: float | None,
     fmt: str,
     no_analyze: bool,
@@ -728,8 +778,19 @@ def capture(
     A dump a serving engine triggered itself (SGLang's "Triggered CUDA user coredump for PID
     N" line) is analyzed as a hang too.
 
+    The environment COMMAND would get is checked first: a variable that keeps a dump from
+    being written (CUDA_DEVICE_WAITS_ON_EXCEPTION=1, CUDA_ENABLE_COREDUMP_ON_EXCEPTION other
+    than 1, a dump or pipe folder that does not exist or cannot be written) stops COMMAND from
+    starting; one that loses part of it (the CUDA_ENABLE_LIGHTWEIGHT_COREDUMP that CUDA 13.0
+    removed, a misspelled CUDA_COREDUMP_GENERATION_FLAGS name, progress lines off) is a
+    warning. --check prints the verdict instead: where a GPU exception's dump would go and
+    what it would hold, whether a hang can be dumped and through which pipe, then each
+    problem with its fix; --check --pid PID does so for a running process (the environment
+    it started with). --print-env prints the problems as comments above the exports.
+
     Exit status: COMMAND's (128+N when a signal N killed it), whatever the analysis found;
-    127 or 126 when it cannot be run; 2 bad arguments.
+    127 or 126 when it cannot be run; 2 bad arguments, or an error left in the environment
+    (with --check: a dump that was asked for would not be written).
 
     \b
     Examples:
@@ -737,14 +798,25 @@ def capture(
       postmortem capture --hang --dir /scratch/dumps -- torchrun train.py
       postmortem capture --hang-after 120 -- python -m sglang.launch_server --model m
       postmortem capture --print-env --dir /scratch/dumps >> job.sh
+      postmortem capture --check --hang
+      postmortem capture --check --pid 12345
     """
-    from postmortem.capture.command import ReportSettings, capture_command, print_env_command
+    from postmortem.capture.command import (
+        ReportSettings,
+        capture_command,
+        check_command,
+        print_env_command,
+    )
     from postmortem.capture.environment import CaptureSettings
     from postmortem.commands import analyze_options
 
     settings = CaptureSettings(
         dump_dir, full, hang or hang_after is not None, sglang, kernel_api_log
     )
+    if pid is not None and not check:
+        _run(debug, _raise(BadOption("--pid", "goes with --check")))
+    if check:
+        sys.exit(_run(debug, lambda: check_command(settings, pid)))
     if print_env:
         click.echo(_run(debug, lambda: print_env_command(settings)), nl=False)
         return
@@ -851,6 +923,8 @@ def trigger(
     path = _run(debug, lambda: trigger_dump(request, report))
     click.echo(escape_controls(str(path)))
 
+
+main.add_command(triage)
 
 if __name__ == "__main__":  # pragma: no cover
     main()

@@ -8,8 +8,9 @@ Two files, both optional, in TOML:
   current folder up.
 
 Keys: ``source-dirs`` and ``map-paths`` (lists; a project's add to the user's), ``nvdisasm``,
-``cuda-gdb`` and ``rules`` (paths; a project's win). Relative paths are taken from the folder
-of the file that names them. An option given on the command line wins over both files.
+``cuda-gdb``, ``rules`` and ``known-crashes`` (paths; a project's win). Relative paths are
+taken from the folder of the file that names them. An option given on the command line wins
+over both files.
 
 A project's file is data, not code: users run postmortem inside the source tree of the
 kernel that crashed (``--source-dir .``), which may be anyone's. So the keys that name a
@@ -35,7 +36,7 @@ from postmortem.errors import ConfigError, UnreadableFile
 from postmortem.safefile import read_regular, read_within
 
 _LISTS = ("source-dirs", "map-paths", "trusted-projects")
-_PATHS = ("nvdisasm", "cuda-gdb", "rules")
+_PATHS = ("nvdisasm", "cuda-gdb", "rules", "known-crashes")
 _PROGRAMS = ("nvdisasm", "cuda-gdb")
 """Keys whose value is run: never from a project's file the user has not trusted."""
 _USER_ONLY = ("trusted-projects",)
@@ -57,6 +58,8 @@ class Settings:
     nvdisasm: str | None = None
     cuda_gdb: str | None = None
     rules: str | None = None
+    known_crashes: str | None = None
+    """The repository's known-crashes file, for `scan --known` and `triage --file`."""
     files: tuple[Path, ...] = ()
     """The files read, user's first."""
     origins: tuple[tuple[str, str], ...] = ()
@@ -77,9 +80,12 @@ class Settings:
         maps = {"path_maps": list(self.map_paths)} if self.map_paths else {}
         rules = {"rules": self.rules} if self.rules is not None else {}
         gdb = {"cuda_gdb": self.cuda_gdb} if self.cuda_gdb is not None else {}
+        known = {"known": self.known_crashes} if self.known_crashes is not None else {}
+        file = {"path": self.known_crashes} if self.known_crashes is not None else {}
         return {
             "analyze": {**tools, **gdb, **paths, **maps},
-            "scan": {**tools, **gdb, **paths, **maps, **rules},
+            "scan": {**tools, **gdb, **paths, **maps, **rules, **known},
+            "triage": {verb: dict(file) for verb in ("resolve", "ignore", "reopen", "list")},
             "signature": {**tools, **maps, **rules},
             "debug": {**gdb},
         }
@@ -211,7 +217,7 @@ def _project_table(path: Path, warnings: list[str]) -> Any:
     if b"postmortem" not in data:
         return None
     try:
-        table = _parse(path, data)
+        table = parse_toml(path, data)
     except ConfigError:
         if b"[tool.postmortem" in data:
             raise
@@ -225,10 +231,11 @@ def _read(path: Path) -> dict[str, Any]:
         data = read_regular(path, _MAX_FILE_BYTES)
     except UnreadableFile as error:
         raise ConfigError(path, f"cannot read: {error.reason}") from None
-    return _parse(path, data)
+    return parse_toml(path, data)
 
 
-def _parse(path: Path, data: bytes) -> dict[str, Any]:
+def parse_toml(path: Path, data: bytes) -> dict[str, Any]:
+    """`data`, the bytes of the TOML file `path`, as a table; raises ConfigError."""
     # Imported here: most runs find no settings file and never parse TOML.
     if sys.version_info >= (3, 11):
         import tomllib

@@ -35,6 +35,8 @@ class ExitStatus(IntEnum):
     TIMED_OUT = 5
     """Waited for something that did not happen in time (a coredump pipe that no process
     reads, a triggered dump that was never written)."""
+    CRASHES = 6
+    """A scan found crash groups that `--fail-on` counts (new, regressed, or any)."""
     NOT_EXECUTABLE = 126
     """The command `capture` was asked to run exists but cannot be run (as shells say)."""
     COMMAND_NOT_FOUND = 127
@@ -382,6 +384,20 @@ class ConfigError(PostmortemError):
         return f"{self.path}: {self.reason}"
 
     hint = "fix or remove the setting; see the README, Settings"
+
+
+@dataclass(eq=False)
+class KnownCrashesError(PostmortemError):
+    """A known-crashes file (`scan --known`, `postmortem triage`) that cannot be read, used
+    or edited."""
+
+    path: Path
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.reason}"
+
+    hint = "fix the file (see docs/ci.md, The known-crashes file)"
 
 
 @dataclass(eq=False)

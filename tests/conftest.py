@@ -30,6 +30,11 @@ for _name, _examples in HYPOTHESIS_PROFILES.items():
     hypothesis.settings.register_profile(_name, max_examples=_examples, deadline=None)
 hypothesis.settings.load_profile(hypothesis_profile())
 
+# Run inside a GitHub Actions job, `scan` would write to that job's summary and print
+# annotations into every test's output: the tests that want them set these variables.
+for _variable in ("GITHUB_ACTIONS", "GITHUB_STEP_SUMMARY"):
+    os.environ.pop(_variable, None)
+
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures"
 

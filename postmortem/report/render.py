@@ -38,9 +38,9 @@ if TYPE_CHECKING:
 
     from postmortem.analysis.analyze import Analysis
 
-Kind = Literal["analyze", "info", "extract", "scan", "incident"]
+Kind = Literal["analyze", "info", "extract", "scan", "incident", "tracker"]
 """What is rendered: one dump's report, its summary, an extract index, a scan index, the
-incident of several dumps."""
+incident of several dumps, a CI run's tracker comment."""
 
 # Per kind: the template of each format (JSON needs none) and the name the data has in it.
 _TEMPLATES: dict[str, dict[str, str]] = {
@@ -48,9 +48,11 @@ _TEMPLATES: dict[str, dict[str, str]] = {
     "extract": {"text": "extract.txt.j2"},
     "scan": {"text": "scan.txt.j2", "md": "scan.md.j2", "html": "scan.html.j2"},
     "incident": {"text": "incident.txt.j2", "md": "incident.md.j2", "html": "incident.html.j2"},
+    "tracker": {"md": "tracker.md.j2"},
 }
 _DATA_NAME = {
     "analyze": "report", "extract": "cubins", "scan": "index", "incident": "incident",
+    "tracker": "comment",
 }  # fmt: skip
 # Layouts written in Python rather than as templates, per kind.
 _IN_PYTHON: dict[str, tuple[str, ...]] = {"info": ("text",)}

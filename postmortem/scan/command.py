@@ -13,7 +13,7 @@ import os
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from postmortem.analysis.analyze import AnalyzeOptions, analyze_dump
@@ -36,9 +36,13 @@ from postmortem.host.reader import host_log_problem
 from postmortem.report.render import formats, render
 from postmortem.report.textsafe import escape_controls
 from postmortem.scan.cache import default_cache_path
+from postmortem.scan.ci.github import github_run, github_run_of
+from postmortem.scan.ci.outputs import CiMode, CiOutputs, write_ci_outputs
+from postmortem.scan.ci.policy import FailOn, failing
 from postmortem.scan.engine import check_engine, choose_engine
 from postmortem.scan.incident import incident_view
 from postmortem.scan.index import build_index, signature_view
+from postmortem.scan.known.load import load_known
 from postmortem.scan.owners import load_owners
 from postmortem.scan.progress import ProgressBar
 from postmortem.scan.run import ScanOptions, ScanResult, run_scan
@@ -88,6 +92,16 @@ class ScanSettings:
     """Take the dumps as those of one job: add the incident block to the index."""
     owners: Path | None = None
     """A CODEOWNERS file: name each group's owners from its chain's source paths."""
+    known: Path | None = None
+    """The repository's known-crashes file: mark each group known, new or regressed."""
+    fail_on: FailOn = FailOn.NEVER
+    """Which groups end the scan with `ExitStatus.CRASHES`."""
+    ci: CiMode = CiMode.AUTO
+    """GitHub Actions output (job summary, annotations): when detected, always, or never."""
+    junit: Path | None = None
+    """Write a JUnit XML report here: one test case per group."""
+    tracker: Path | None = None
+    """Write a tracker issue's comment (Markdown) here."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,7 +142,11 @@ def _usable_cpus() -> int:
 
 def _check_outputs(settings: ScanSettings) -> None:
     # Before the scan, not after it: a typo must not throw away an hour of work.
-    for option, target in (("-o", settings.output), ("--jsonl", settings.jsonl)):
+    targets = (
+        ("-o", settings.output), ("--jsonl", settings.jsonl), ("--junit", settings.junit),
+        ("--tracker-comment", settings.tracker),
+    )  # fmt: skip
+    for option, target in targets:
         if target is None:
             continue
         folder = Path(target).parent
@@ -179,9 +197,22 @@ def scan_request(
         follow_symlinks=settings.follow_symlinks, since=since, cache_path=cache, engine=engine,
         sentry=sentry, owners=load_owners(settings.owners, _warn) if settings.owners else None,
         host_logs=settings.host_logs,
+        known=load_known(settings.known) if settings.known else None,
     )  # fmt: skip
-    outputs = ScanOutputs(fmt, settings.output, settings.jsonl, tty, settings.incident)
+    outputs = ScanOutputs(
+        fmt, settings.output, settings.jsonl, tty, settings.incident,
+        ci=_ci_outputs(settings),
+    )  # fmt: skip
     return ScanRequest(roots, options, outputs)
+
+
+def _ci_outputs(settings: ScanSettings) -> CiOutputs:
+    # The tracker comment names the run whenever the environment says which it is; the
+    # summary and annotations are written unless --ci none.
+    mode = settings.ci
+    run = github_run_of(os.environ) if mode is CiMode.GITHUB else github_run(os.environ)
+    github = None if mode is CiMode.NONE else run
+    return CiOutputs(github, settings.fail_on, settings.junit, settings.tracker, run)
 
 
 def run(request: ScanRequest) -> tuple[ScanResult, str]:
@@ -200,9 +231,9 @@ def summary_line(result: ScanResult, output: Path) -> str:
     )
 
 
-def exit_status(result: ScanResult) -> ExitStatus:
+def exit_status(result: ScanResult, fail_on: FailOn = FailOn.NEVER) -> ExitStatus:
     """The exit status of `postmortem scan` for `result`."""
-    return scan_exit_status(result)
+    return scan_exit_status(result, fail_on)
 
 
 @dataclass(frozen=True, slots=True)
@@ -279,6 +310,8 @@ class ScanOutputs:
     """Draw a progress bar on standard error."""
     incident: bool = False
     """Add the incident block (`--incident`): the dumps taken as those of one job."""
+    ci: CiOutputs = field(default_factory=lambda: CiOutputs(None, FailOn.NEVER, None, None, None))
+    """What a CI system is given besides the index."""
 
 
 def scan_command(
@@ -311,7 +344,7 @@ def scan_command(
     if outputs.output is not None:
         _write(outputs.output, text)
         text = ""
-    return result, text
+    return result, text + write_ci_outputs(result, outputs.ci)
 
 
 def _write(path: Path, text: str) -> None:
@@ -321,10 +354,13 @@ def _write(path: Path, text: str) -> None:
         raise ScanOutputError(path, error.strerror or str(error)) from None
 
 
-def scan_exit_status(result: ScanResult) -> ExitStatus:
-    """INTERRUPTED when interrupted, SCAN_ERRORS when a dump is an error row, else OK."""
+def scan_exit_status(result: ScanResult, fail_on: FailOn = FailOn.NEVER) -> ExitStatus:
+    """INTERRUPTED when interrupted, CRASHES when a group fails under `fail_on`,
+    SCAN_ERRORS when a dump is an error row, else OK."""
     if result.interrupted:
         return ExitStatus.INTERRUPTED
+    if failing(result.groups, fail_on):
+        return ExitStatus.CRASHES
     return ExitStatus.SCAN_ERRORS if result.errors else ExitStatus.OK
 
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from postmortem.analysis.fleet.signature import Signature
 from postmortem.model import TimeSource
 from postmortem.scan.build import builds_of
+from postmortem.scan.known.model import Lifecycle
 from postmortem.scan.owners import Ownership
 from postmortem.scan.row import DumpRow
 
@@ -95,6 +96,12 @@ class Group:
     """The distinct builds of the faulting module among its dumps (`postmortem.scan.build`)."""
     first_build: str | None = None
     """The build that crashed first: that of the earliest dump with a build key."""
+    lifecycle: Lifecycle | None = None
+    """Known, new or regressed against the repository's known-crashes file (`scan --known`);
+    None without one."""
+    runs: tuple[str, ...] = ()
+    """The CI runs (and attempts) its dumps came from, when their folders say
+    (`postmortem.scan.ci.layout`)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,6 +13,7 @@ from postmortem.analysis.fleet.signature import SIGNATURE_VERSION, Signature
 from postmortem.exceptions import describe_exception
 from postmortem.pci import format_pci
 from postmortem.report.values import utc_text
+from postmortem.scan.ci.policy import mark_of
 from postmortem.scan.fleet import (
     CODE,
     HARDWARE,
@@ -23,6 +24,7 @@ from postmortem.scan.fleet import (
 )
 from postmortem.scan.group import Blame, CoarseGroup, Group, History
 from postmortem.scan.history import QUIET_DAYS
+from postmortem.scan.known.model import Lifecycle
 from postmortem.scan.owners import Ownership
 from postmortem.scan.row import DumpRow, dump_id
 from postmortem.scan.run import ScanResult
@@ -98,6 +100,8 @@ def group_view(group: Group, rank: int, base: Path | None) -> dict[str, Any]:
         "fleet_verdict": None if group.blame is None else blame_view(group.blame),
         "owners": None if group.ownership is None else ownership_view(group.ownership),
         "history": None if group.history is None else history_view(group.history),
+        "mark": str(mark_of(group)), "lifecycle": lifecycle_view(group.lifecycle),
+        "runs": list(group.runs),
         "dumps": [
             {"path": path, "report": _link(report, base)}
             for path, report in zip(group.dumps, group.reports, strict=True)
@@ -121,6 +125,33 @@ def history_view(history: History) -> dict[str, Any]:
         "last_seen_iso": utc_text(history.last_seen), "total": history.total,
         "days": [{"day": day, "count": count} for day, count in history.days],
         "new": history.new, "regressed": history.regressed, "quiet_days": history.quiet_days,
+    }  # fmt: skip
+
+
+def lifecycle_view(lifecycle: Lifecycle | None) -> dict[str, Any] | None:
+    """A group against the known-crashes file; None when the scan had none."""
+    if lifecycle is None:
+        return None
+    return {
+        "mark": str(lifecycle.mark),
+        "state": None if lifecycle.state is None else str(lifecycle.state),
+        "detail": lifecycle.detail, "line": lifecycle.line, "after_fix": lifecycle.after_fix,
+        "expired": lifecycle.expired, "acted_on": lifecycle.acted_on,
+    }  # fmt: skip
+
+
+def known_view(result: ScanResult) -> dict[str, Any] | None:
+    """The known-crashes file a scan was marked against: its crashes, and the marks given."""
+    known = result.known
+    if known is None:
+        return None
+    marks = Counter(str(mark_of(g)) for g in result.groups)
+    seen = {g.signature.id for g in result.groups}
+    return {
+        "path": str(known.path), "crashes": len(known.crashes),
+        "unseen": sum(1 for crash in known.crashes if crash.id not in seen),
+        "marks": {mark: marks.get(mark, 0) for mark in ("regressed", "new", "known")},
+        "acted_on": sum(1 for g in result.groups if g.lifecycle and g.lifecycle.acted_on),
     }  # fmt: skip
 
 
@@ -161,6 +192,7 @@ def summary_view(result: ScanResult) -> dict[str, Any]:
         "found": result.found, "left_out": result.left_out, "interrupted": result.interrupted,
         "cache_hits": result.cache_hits, "seconds": round(result.seconds, 3),
         "gpus": [gpu_view(gpu) for gpu in result.gpus],
+        "known": known_view(result),
         "host_xids": None if result.host_xids is None else {
             "lines": result.host_xids[0], "unjoined": result.host_xids[1],
         },

@@ -20,6 +20,7 @@ from postmortem.dumpnames import parse_name
 from postmortem.errors import ScanCacheError, ToolNotFound
 from postmortem.scan.beside import with_neighbours
 from postmortem.scan.cache import FileState, ScanCache
+from postmortem.scan.ci.layout import with_runs
 from postmortem.scan.discover import Candidate, iter_dumps
 from postmortem.scan.engine import EngineChoice, open_engine
 from postmortem.scan.fingerprint import fingerprint
@@ -27,6 +28,8 @@ from postmortem.scan.fleet import Gpu, join_xids, judge_fleet
 from postmortem.scan.group import CoarseGroup, Group, coarse_groups, group_rows
 from postmortem.scan.history import ScanHistory, apply_history
 from postmortem.scan.instruction import fill_instructions
+from postmortem.scan.known.judge import mark_groups
+from postmortem.scan.known.model import KnownCrashes
 from postmortem.scan.owners import OwnerRule, owners_of
 from postmortem.scan.row import DumpRow, RowStatus, error_row
 from postmortem.scan.sentry import SentrySink, SentryTarget
@@ -63,6 +66,9 @@ class ScanOptions:
     """The rules of an owners file (`--owners`): each group is given its owners."""
     host_logs: tuple[Path, ...] = ()
     """Kernel logs (`--host-log`) whose Xid lines are joined to the GPUs that faulted."""
+    known: KnownCrashes | None = None
+    """The repository's known crashes (`--known`): each group is marked known, new or
+    regressed against them."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +93,8 @@ class ScanResult:
     """What went wrong besides the dumps, one line each (a Sentry that was not reached)."""
     history: ScanHistory | None = None
     """This scan among the scans of the same roots; None without a cache."""
+    known: KnownCrashes | None = None
+    """The known-crashes file the groups were marked against (`--known`)."""
     host_xids: tuple[int, int] | None = None
     """With `--host-log`: the Xid lines read (of `postmortem.scan.xid.JOINED_XIDS`), and
     how many of them joined no GPU that faulted."""
@@ -173,8 +181,12 @@ def run_scan(
     scans = None
     if cache is not None and not cache.locked:  # locked: the history would wait for it too
         groups, scans = apply_history(cache.path, roots, groups, kept, record=not interrupted)
+    if options.known is not None:
+        groups = mark_groups(groups, kept, options.known, time.time())
+    groups = with_runs(groups, kept, roots)
     return ScanResult(
         rows=tuple(kept), groups=groups, coarse=coarse_groups(groups), gpus=gpus, history=scans,
+        known=options.known,
         host_xids=None if host is None else (host.lines, unjoined), found=len(candidates),
         left_out=len(candidates) - len(todo) + len(rows) - len(kept), interrupted=interrupted,
         seconds=time.monotonic() - started, cache_hits=hits,

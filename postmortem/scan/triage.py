@@ -95,16 +95,18 @@ def triage_event(
     return TriageEvent(event_id, event, attachment, f"{name}.md")
 
 
-def cut_report(markdown: str, limit_bytes: int) -> bytes:
+def cut_report(
+    markdown: str,
+    limit_bytes: int,
+    limit: str = "Sentry's attachment limit",
+    whole: str = "`postmortem analyze DUMP --format md` writes it whole",
+) -> bytes:
     """`markdown` as UTF-8, cut (on a character boundary) to `limit_bytes` with a note saying
-    so when it is longer."""
+    so when it is longer: which `limit` it was cut to fit, and how to get it `whole`."""
     data = markdown.encode("utf-8", "surrogateescape")
     if len(data) <= limit_bytes:
         return data
-    note = (
-        f"\n\n*Report cut to fit Sentry's attachment limit: {len(data):,} bytes in all; "
-        "`postmortem analyze DUMP --format md` writes it whole.*\n"
-    ).encode()
+    note = f"\n\n*Cut to fit {limit}: {len(data):,} bytes in all; {whole}.*\n".encode()
     kept = data[: max(limit_bytes - len(note), 0)].decode("utf-8", "ignore").encode()
     return (kept + note)[:limit_bytes]
 

@@ -110,6 +110,7 @@ LAYER_OF: dict[str, str] = {
     "postmortem.extract": "commands",
     "postmortem.commands": "commands",
     "postmortem.cli": "cli",
+    "postmortem.cli_triage": "cli",
     "postmortem.options": "cli",
     "postmortem.__main__": "cli",
 }

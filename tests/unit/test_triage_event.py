@@ -95,7 +95,7 @@ def test_a_report_over_the_limit_is_cut_on_a_character_boundary_with_a_note(limi
     assert len(cut) <= limit
     text = cut.decode("utf-8")  # never half a character
     assert text.endswith("writes it whole.*\n") or limit < 120
-    assert report.startswith(text.split("\n\n*Report cut")[0])
+    assert report.startswith(text.split("\n\n*Cut to fit")[0])
     assert cut_report("# short\n", 60) == b"# short\n"
 
 

@@ -1,0 +1,1 @@
+"""The repository's known crashes: the file, its edits, and the marks it gives a scan."""
