@@ -8,10 +8,14 @@ from pathlib import Path, PurePath
 
 import pytest
 
+from postmortem.analysis.fleet.signature import SignatureInput, SignatureRules, compute_signature
+from postmortem.cubin.sass import SourceFrame
 from postmortem.errors import KnownCrashesError
 from postmortem.model import TimeSource
+from postmortem.scan.ci.github import source_in_checkout
 from postmortem.scan.ci.layout import CiRun, ci_run
 from postmortem.scan.ci.policy import FailOn, fails, mark_of
+from postmortem.scan.ci.tracker import COMMENT_LIMIT, tracker_comment
 from postmortem.scan.group import History, group_rows
 from postmortem.scan.known.edit import NEW_FILE, Change, apply_change, edit_text, toml_value
 from postmortem.scan.known.judge import judge
@@ -247,3 +251,46 @@ def test_without_a_file_the_cache_history_marks_and_with_neither_every_group_is_
 )
 def test_a_ci_run_and_attempt_are_read_off_the_artifact_folders(path, run):
     assert ci_run(PurePath(path)) == run
+
+
+def _signature_at(*files: str):
+
+    chain = tuple(SourceFrame(file, 40 + n) for n, file in enumerate(files))
+    facts = SignatureInput(14, "_Z1kPf", 0x40, chain, True)
+    return compute_signature(facts, SignatureRules("test", ("/usr/local/cuda/",), 3))
+
+
+def test_a_source_is_found_in_the_checkout_by_its_path_tails_then_by_a_unique_name(tmp_path):
+    (tmp_path / "csrc" / "attn").mkdir(parents=True)
+    (tmp_path / "csrc" / "attn" / "fwd.cu").write_text("")
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    for folder in ("a", "b"):
+        (tmp_path / folder / "common.cuh").write_text("")
+    # the build machine's path, by its tail; a library frame is passed over
+    sig = _signature_at("/usr/local/cuda/include/cuda_fp16.hpp", "/build/x/csrc/attn/fwd.cu")
+    assert source_in_checkout(sig, tmp_path) == ("csrc/attn/fwd.cu", 41)
+    # a bare name that one file of the checkout has
+    assert source_in_checkout(_signature_at("fwd.cu"), tmp_path) == ("csrc/attn/fwd.cu", 40)
+    # a bare name two files have, a path that climbs out, or no checkout: none
+    assert source_in_checkout(_signature_at("common.cuh"), tmp_path) is None
+    assert source_in_checkout(_signature_at("../../etc/passwd"), tmp_path) is None
+    assert source_in_checkout(sig, None) is None
+
+
+def test_a_tracker_comment_of_thousands_of_groups_stays_within_githubs_limit():
+    groups = [
+        replace(
+            _group(replace(_row(f"d{n}", 1.0), signature=_sig_named(n))), runs=("run 1 attempt 1",)
+        )
+        for n in range(3000)
+    ]
+    text = tracker_comment(groups, 3000, 0, None, FailOn.NEW)
+    assert len(text) <= COMMENT_LIMIT
+    assert "more groups not listed" in text and text.count("**new**") > 10
+
+
+def _sig_named(n: int):
+
+    facts = SignatureInput(14, f"_Z{len(f'k{n}')}k{n}Pf", 0x40, (SourceFrame("k.cu", n),), True)
+    return compute_signature(facts, SignatureRules("test", (), 3))
