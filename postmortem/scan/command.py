@@ -333,7 +333,7 @@ def scan_command(
     base = outputs.output.parent if outputs.output else None
     index = build_index(result, base)
     if outputs.incident:
-        index["incident"] = incident_view(result)
+        index["incident"] = incident_view(result, options.work.analyze)
     text = render("scan", index, outputs.fmt)
     # surrogateescape: a file name that is not UTF-8 is written back as its own bytes.
     if outputs.jsonl is not None:

@@ -36,6 +36,7 @@ from tests.tinydump import (
     cubin,
     write_tiny_dump,
 )
+from tests.tooling import invoke
 
 NATIVE = AnalyzeOptions(LocalizeOptions(disassemble=False), cuda_gdb=False)
 T0 = 1_767_225_600  # 2026-01-01T00:00:00Z
@@ -377,3 +378,22 @@ def test_a_comparison_that_fails_is_a_reason_never_a_traceback(tmp_path, monkeyp
         "could not be compared: internal error: ValueError: a row no reader expected"
     )
     assert "second dump" in incident.oncall.next_step.text  # nothing compared: still asked
+
+
+def test_scan_incident_and_analyze_of_the_same_two_dumps_give_the_same_verdict(tmp_path):
+    # GIVEN two hang dumps of one process, alone in a folder
+    dumps = _pair(tmp_path, moved=True)
+    env = {"XDG_CACHE_HOME": str(tmp_path / "cache")}
+    # WHEN `analyze A B` and `scan --incident` read them
+    analyzed = invoke("analyze", *dumps, "--format", "json", "--no-gdb", "--no-disasm", env=env)
+    scan = ("scan", tmp_path, "--incident", "--no-cache", "--no-disasm", "-j", "1")
+    scanned = invoke(*scan, "--format", "json", env=env)
+    # THEN both compare the two dumps, and say the same
+    assert analyzed.returncode == scanned.returncode == 0, (analyzed.stderr, scanned.stderr)
+    report = json.loads(analyzed.stdout)
+    incident = next(
+        line for line in map(json.loads, scanned.stdout.splitlines()) if line["type"] == "incident"
+    )
+    assert incident["verdict"] == report["verdict"]
+    assert incident["verdict"]["headline"].startswith("hang: 2 warps of grid 9 did not move")
+    assert incident["oncall"] == report["oncall"]

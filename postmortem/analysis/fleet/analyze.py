@@ -29,11 +29,20 @@ from postmortem.errors import NoGpuState, PostmortemError
 from postmortem.urls import DumpUrl
 
 
-def analyze_incident(paths: Sequence[Path], options: AnalyzeOptions | None = None) -> Incident:
-    """Analyze each dump of `paths` and make one incident of them (see the module's doc)."""
+def analyze_incident(
+    paths: Sequence[Path],
+    options: AnalyzeOptions | None = None,
+    failed: Sequence[IncidentDump] = (),
+) -> Incident:
+    """Analyze each dump of `paths` and make one incident of them (see the module's doc).
+
+    `failed` are dumps of the same job already known to be unreadable (a scan's error rows),
+    taken as they are rather than read again. `analyze A B` and `scan --incident` both come
+    here, so the same dumps get the same verdict.
+    """
     options = options or AnalyzeOptions()
     rules = load_rules()
-    dumps: list[IncidentDump] = []
+    dumps: list[IncidentDump] = list(failed)
     analyses: dict[str, Analysis] = {}
     for path in paths:
         mtime = _mtime(path)
