@@ -80,7 +80,7 @@ def test_a_fixed_crash_back_in_a_later_build_is_marked_regressed_without_any_cac
     assert scanned.returncode == ExitStatus.CRASHES, scanned.stderr
     (group,) = _groups(rows)
     assert (group["mark"], group["lifecycle"]["state"]) == ("new", None)
-    assert group["runs"] == ["run 1111111111 attempt 1 unit-1-gpu"]
+    assert group["runs"] == ["run 1111111111 attempt 1 job unit-1-gpu"]
     # WHEN the crash is resolved in the known-crashes file, from that scan
     fixed_on = datetime.fromtimestamp(T0 + DAY, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     resolved = invoke(
@@ -130,6 +130,7 @@ def _github_env(tmp_path: Path, workspace: Path) -> dict[str, str | None]:
         "GITHUB_WORKSPACE": str(workspace), "GITHUB_REPOSITORY": "acme/kernels",
         "GITHUB_RUN_ID": "1234567890", "GITHUB_RUN_ATTEMPT": "2", "GITHUB_JOB": "gpu-tests",
         "GITHUB_SHA": "0123456789abcdef0123456789abcdef01234567",
+        "GITHUB_EVENT_NAME": "pull_request", "GITHUB_REF": "refs/pull/27859/merge",
     }  # fmt: skip
 
 
@@ -175,7 +176,8 @@ def test_the_tracker_comment_renders_as_github_renders_it_and_names_the_run(tmp_
     html = cmarkgfm.github_flavored_markdown_to_html(text)
     assert '<a href="https://github.com/acme/kernels/actions/runs/1234567890/attempts/2">' in html
     assert "<strong>new</strong>" in html and "<table>" in html
-    assert "run 1234567890 attempt 2 unit-1-gpu" in html
+    assert "(PR #27859, job <code>gpu-tests</code>)</h3>" in html
+    assert "run 1234567890 attempt 2 job unit-1-gpu" in html
     assert "**" not in re.sub(r"<[^>]+>", "", html)  # no emphasis left unrendered
 
 

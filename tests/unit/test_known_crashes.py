@@ -238,17 +238,19 @@ def test_without_a_file_the_cache_history_marks_and_with_neither_every_group_is_
 @pytest.mark.parametrize(
     ("path", "run"),
     [
-        (
-            "cuda-coredumps-unit-test-1-gpu-19283746501-2/cuda_coredump_h.1.2",
-            CiRun("19283746501", 2, "unit-test-1-gpu"),
-        ),
-        ("coredump-19283746501-1/x/core", CiRun("19283746501", 1, None)),
-        ("runs/19283746501/3/core", CiRun("19283746501", 3, "runs")),
-        ("job-a/run-19283746501/attempt-1/core", CiRun("19283746501", 1, "job-a")),
+        # the name docs/ci.md gives the artifact
+        ("cuda-coredumps-unit-1-gpu-19283746501-2/cuda_coredump_h.1.2",
+         CiRun("19283746501", 2, "unit-1-gpu")),
+        # SGLang's runner folder, and its artifact downloaded into a folder named by the run
+        ("27318076885-2/cuda_coredump_h.1.2", CiRun("27318076885", 2, None)),
+        ("27318076885/cuda-coredumps-run-3/cuda_coredump_h", CiRun("27318076885", None, "run-3")),
+        ("cuda-coredumps-run/cuda_coredump_h.1.2", CiRun(None, None, "run")),
+        ("runs/19283746501/3/core", CiRun("19283746501", 3, None)),
+        ("job-a/run-19283746501/attempt-1/core", CiRun("19283746501", 1, None)),
         ("dumps/2026-11-28/core", None),
         ("core_h.123.1732780800", None),
     ],
-)
+)  # fmt: skip
 def test_a_ci_run_and_attempt_are_read_off_the_artifact_folders(path, run):
     assert ci_run(PurePath(path)) == run
 

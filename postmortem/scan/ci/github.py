@@ -49,6 +49,17 @@ class GithubRun:
     job: str | None = None
     workflow: str | None = None
     sha: str | None = None
+    event: str | None = None
+    """What started the run (``pull_request``, ``schedule``, ``push``…)."""
+    ref: str | None = None
+
+    @property
+    def pull_request(self) -> int | None:
+        """The pull request the run tests (``refs/pull/N/merge``), or None."""
+        parts = (self.ref or "").split("/")
+        if len(parts) == 4 and parts[:2] == ["refs", "pull"] and parts[2].isdigit():
+            return int(parts[2])
+        return None
 
     @property
     def url(self) -> str | None:
@@ -79,6 +90,7 @@ def github_run_of(environ: Mapping[str, str]) -> GithubRun:
         repository=environ.get("GITHUB_REPOSITORY"), run_id=environ.get("GITHUB_RUN_ID"),
         run_attempt=environ.get("GITHUB_RUN_ATTEMPT"), job=environ.get("GITHUB_JOB"),
         workflow=environ.get("GITHUB_WORKFLOW"), sha=environ.get("GITHUB_SHA"),
+        event=environ.get("GITHUB_EVENT_NAME"), ref=environ.get("GITHUB_REF"),
     )  # fmt: skip
 
 

@@ -1,13 +1,18 @@
-"""Which CI run, attempt and job a dump came from, read off the folders of a CI artifact.
+"""Which CI run, attempt and job a dump came from, read off the folders it was found in.
 
-A CI system keeps the dumps of each failing job as an artifact, and a downloaded artifact
-is a folder named after it: GitHub's ``gh run download RUN`` writes one folder per artifact
-name, and workflows name their coredump artifacts with the run id and attempt
-(``${{ github.run_id }}-${{ github.run_attempt }}``) so that a re-run does not collide
-with the first attempt. Folders laid out by run and attempt (``123456789/2/``,
-``run-123456789/attempt-2/``) are read too. A run id is a number of six digits or more; an
-attempt, of one to three. What the folder name holds before the run id, less a leading
-``cuda-coredump(s)`` word, is the job's name.
+Two layouts are read, from the folder names alone:
+
+- **The runner's dump folder**, as SGLang's CI makes it
+  (`python/sglang/srt/debug_utils/cuda_coredump.py`, `.github/actions/upload-cuda-coredumps`):
+  ``<run id>-<attempt>/cuda_coredump_<host>.<pid>.<time>``; also ``<run id>/<attempt>/`` and
+  ``run-<run id>/attempt-<attempt>/``, and a name that holds both after the job's
+  (``cuda-coredumps-<job>-<run id>-<attempt>``, the artifact name docs/ci.md suggests).
+- **A downloaded artifact**: ``gh run download RUN`` writes one folder per artifact name, and
+  SGLang names its coredump artifacts ``cuda-coredumps-<job>[-<partition>]``: the folder names
+  the job; the run is that of a folder above it named by its number, when there is one.
+
+A run id is a number of six digits or more (GitHub's are ten and more); an attempt, of one to
+three digits. A group lists every run, attempt and job its dumps came from.
 """
 
 from __future__ import annotations
@@ -22,45 +27,58 @@ from postmortem.scan.group import Group
 from postmortem.scan.row import DumpRow
 from postmortem.urls import absolute_path
 
-_IN_ONE = re.compile(
-    r"(?P<job>.*?)[-_.]?(?:run[-_]?)?(?P<run>\d{6,20})[-_.](?:attempt[-_]?)?(?P<attempt>\d{1,3})",
+_RUN_ATTEMPT = re.compile(
+    r"(?:(?P<job>.*?)[-_.])?(?:run[-_]?)?(?P<run>\d{6,20})[-_.](?:attempt[-_]?)?(?P<attempt>\d{1,3})",
     re.IGNORECASE,
 )
 _RUN = re.compile(r"(?:run[-_]?)?(?P<run>\d{6,20})", re.IGNORECASE)
 _ATTEMPT = re.compile(r"(?:attempt[-_]?)?(?P<attempt>\d{1,3})", re.IGNORECASE)
+_ARTIFACT = re.compile(r"cuda[-_]?core[-_]?dumps?[-_]+(?P<job>.+)", re.IGNORECASE)
 _ARTIFACT_WORD = re.compile(r"(?:cuda[-_]?)?core[-_]?dumps?[-_]*", re.IGNORECASE)
 _MAX_PARTS = 16
 
 
 @dataclass(frozen=True, slots=True)
 class CiRun:
-    """One attempt of one CI run."""
+    """Where a dump came from, as far as its folders say."""
 
-    run_id: str
-    attempt: int
+    run_id: str | None
+    attempt: int | None
     job: str | None
-    """The job's name as the artifact's folder gives it; None when it gives none."""
+    """The job's name (with SGLang's partition) as the artifact's folder gives it."""
 
     @property
     def label(self) -> str:
-        job = f" {self.job}" if self.job else ""
-        return f"run {self.run_id} attempt {self.attempt}{job}"
+        parts = [f"run {self.run_id}"] if self.run_id else []
+        parts += [f"attempt {self.attempt}"] if self.attempt is not None else []
+        parts += [f"job {self.job}"] if self.job else []
+        return " ".join(parts)
 
 
 def ci_run(relative: PurePath) -> CiRun | None:
     """The run a dump at `relative` (its path under the scanned folder) came from, by its
     folders; None when they name none."""
     folders = relative.parts[:-1][-_MAX_PARTS:]
+    run: str | None = None
+    attempt: int | None = None
+    job: str | None = None
     for index, name in enumerate(folders):
-        match = _IN_ONE.fullmatch(name)
-        if match:
-            return CiRun(match["run"], int(match["attempt"]), _job(match["job"]))
-        run = _RUN.fullmatch(name)
-        attempt = _ATTEMPT.fullmatch(folders[index + 1]) if index + 1 < len(folders) else None
-        if run and attempt:
-            job = _job(folders[index - 1]) if index > 0 else None
-            return CiRun(run["run"], int(attempt["attempt"]), job)
-    return None
+        artifact = _ARTIFACT.fullmatch(name)
+        both = _RUN_ATTEMPT.fullmatch(name)
+        alone = _RUN.fullmatch(name)
+        if both:
+            run, attempt = both["run"], int(both["attempt"])
+            job = _job(both["job"] or "") or job
+        elif artifact:
+            job = _job(artifact["job"])
+        elif alone:
+            run = alone["run"]
+            after = folders[index + 1] if index + 1 < len(folders) else ""
+            found = _ATTEMPT.fullmatch(after)
+            attempt = int(found["attempt"]) if found else attempt
+    if run is None and job is None:
+        return None
+    return CiRun(run, attempt, job)
 
 
 def _job(text: str) -> str | None:

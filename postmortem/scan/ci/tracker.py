@@ -53,7 +53,7 @@ def _view(
     return {
         "run": None if run is None else {
             "url": run.url, "run_id": run.run_id, "job": run.job, "workflow": run.workflow,
-            "sha": run.sha,
+            "sha": run.sha, "pull_request": run.pull_request, "event": run.event,
             "attempt": run.run_attempt, "repository": run.repository,
         },
         "dumps": dumps, "errors": errors, "groups": len(groups),
