@@ -736,7 +736,7 @@ _no_analyze_option = click.option(
     help="Say what a GPU exception and a hang would leave, and what is wrong; run nothing.",
 )  # fmt: skip
 @click.option(
-    "--pid", type=click.IntRange(min=1),
+    "--pid", metavar="PID", type=click.IntRange(min=1),
     help="With --check: check the environment this running process started with.",
 )  # fmt: skip
 @click.option(

@@ -9,6 +9,10 @@ be analyzed gets its one-line error and the others are still analyzed.
 `trigger --watch` and `capture --hang-after` first wait for a hang (`capture/watch.py`), then
 write the trigger once. A dump that was asked for (by the watch, or by a serving engine whose
 "Triggered CUDA user coredump for PID N" line is in the host log) is analyzed as a hang.
+
+Before COMMAND starts, the environment it would get is checked (`capture/checks.py`): an error
+(a dump asked for that would not be written) refuses to start it, a warning is said. `--check`
+prints the whole verdict instead, for the plan or for a running process (`--pid`).
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from typing import TYPE_CHECKING
 
 import click
 
+from postmortem.capture.checks import EnvironmentCheck, check_environment
 from postmortem.capture.child import MAX_LOG_BYTES, ChildExit, run_child
 from postmortem.capture.dumps import (
     MTIME_SLACK_S,
@@ -51,6 +56,8 @@ from postmortem.capture.environment import (
 )
 from postmortem.capture.trigger import (
     check_fifo,
+    cwd_of_pid,
+    environ_of_pid,
     find_pipe,
     is_fifo,
     pid_of_pipe,
@@ -58,6 +65,7 @@ from postmortem.capture.trigger import (
     process_environment,
     trigger,
 )
+from postmortem.capture.verdict import describe_check, problem_lines
 from postmortem.capture.watch import (
     Activity,
     SilenceCondition,
@@ -67,7 +75,13 @@ from postmortem.capture.watch import (
     process_alive,
     watch,
 )
-from postmortem.errors import BadOption, OutputUnwritable, PostmortemError, TriggerTimedOut
+from postmortem.errors import (
+    BadOption,
+    ExitStatus,
+    OutputUnwritable,
+    PostmortemError,
+    TriggerTimedOut,
+)
 from postmortem.report.textsafe import escape_controls
 
 if TYPE_CHECKING:
@@ -97,11 +111,39 @@ def say(line: str) -> None:
 def print_env_command(settings: CaptureSettings) -> str:
     """The lines a job script needs for a capture's variables (`--print-env`): a `mkdir -p`
     of the dump folder, then the exports, with absolute paths (a script runs in another
-    folder, and the driver writes no dump into a folder that does not exist). Kept values
-    are said on standard error."""
+    folder, and the driver writes no dump into a folder that does not exist). The problems
+    left in the environment the exports make (this one, with them) come first, as shell
+    comments. Kept values are said on standard error."""
     folder = settings.dump_dir.absolute()
     plan = _plan(replace(settings, dump_dir=folder))
-    return f"mkdir -p {shlex.quote(str(folder))}\n{plan.exports()}"
+    check = check_environment(plan.environment(os.environ), Path.cwd(), made=(folder,))
+    comments = "".join(f"# {escape_controls(line)}\n" for line in problem_lines(check))
+    return f"{comments}mkdir -p {shlex.quote(str(folder))}\n{plan.exports()}"
+
+
+def check_command(settings: CaptureSettings, pid: int | None) -> int:
+    """`--check`: say on standard output what a GPU exception and a hang would leave, then
+    each problem, for the environment `capture` would run COMMAND with (this one with the
+    plan), or the one process `pid` started with; the exit status: 2 when a dump that was
+    asked for would not be written, else 0.
+
+    Raises:
+        UnreadableFile: process `pid` is gone, or its environment cannot be read.
+    """
+    if pid is not None:
+        environ, cwd = environ_of_pid(pid), cwd_of_pid(pid)
+        check = check_environment(environ, cwd)
+        click.echo(
+            f"process {pid}: the environment it started with (/proc/{pid}/environ; what it "
+            f"set in itself since is not seen), in {escape_controls(str(cwd))}"
+        )
+    else:
+        folder = settings.dump_dir.absolute()
+        plan = _plan(replace(settings, dump_dir=folder))
+        check = check_environment(plan.environment(os.environ), Path.cwd(), made=(folder,))
+    for line in describe_check(check):
+        click.echo(escape_controls(line))
+    return ExitStatus.BAD_INPUT if check.errors else ExitStatus.OK
 
 
 def capture_command(
@@ -116,7 +158,8 @@ def capture_command(
     folder, once; it is analyzed as a hang when the command ends.
 
     Raises:
-        BadOption: no command, or an option value that cannot be used.
+        BadOption: no command, an option value that cannot be used, or a variable that
+            keeps a dump that was asked for from being written (the command is not started).
         OutputUnwritable: the dump folder cannot be made or written.
         CommandNotStarted: the command cannot be run.
     """
@@ -126,13 +169,12 @@ def capture_command(
         raise BadOption("COMMAND", "missing: give the command to run after --")
     folder = settings.dump_dir.absolute()
     plan = _plan(replace(settings, dump_dir=folder))
-    warning = sanitizer_warning(argv)
-    if warning is not None:
-        say(f"warning: {warning}")
+    environment = plan.environment(os.environ)
+    _refuse_or_warn(argv, check_environment(environment, Path.cwd(), made=(folder,)))
     _make_folder(folder)
     hang_watch = _HangWatch(hang_after, plan, folder) if hang_after is not None else None
     child = run_child(
-        argv, plan.environment(os.environ), folder,
+        argv, environment, folder,
         stdout=sys.stdout.buffer, stderr=sys.stderr.buffer,
         activity=hang_watch.activity if hang_watch else None,
         on_start=hang_watch.start if hang_watch else None,
@@ -296,6 +338,24 @@ def _plan(settings: CaptureSettings) -> EnvironmentPlan:
     for note in plan.notes:
         say(note)
     return plan
+
+
+def _refuse_or_warn(argv: tuple[str, ...], check: EnvironmentCheck) -> None:
+    """Say each warning (compute-sanitizer's first); refuse to start the command when a dump
+    it asks for would not be written.
+
+    Raises:
+        BadOption: an error is left in the environment COMMAND would get.
+    """
+    warning = sanitizer_warning(argv)
+    if warning is not None:
+        say(f"warning: {warning}")
+    if check.errors:
+        first, more = check.errors[0], len(check.errors) - 1
+        also = f"; {more} more: `postmortem capture --check` lists them" if more else ""
+        raise BadOption("COMMAND", f"not started: {first.message} (fix: {first.fix}){also}")
+    for line in problem_lines(check):
+        say(line)
 
 
 def _make_folder(folder: Path) -> None:

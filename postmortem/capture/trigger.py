@@ -33,12 +33,16 @@ from postmortem.capture.dumps import expand
 from postmortem.capture.environment import PIPE_NAME
 from postmortem.dumpnames import compile_pattern
 from postmortem.errors import NotAFifo, PipeNotFound, TriggerTimedOut, UnreadableFile
+from postmortem.spelling import size_text
 
 TRIGGER_BYTES = 1 << 20
 """What is written to trigger a dump: 1 MiB of zeros."""
 DRIVER_PIPE_NAMES = ("corepipe.cuda.%h.%p", "corepipe_%h_%p")
 """The driver's own pipe names: the documented default, and the one some driver builds make
 (SGLang's `cudacore_pyspy_dump_utils.py` tries both)."""
+MAX_ENVIRON_BYTES = 4 << 20
+"""How much of /proc/PID/environ is read (Linux caps a new program's arguments and environment
+together at a quarter of its stack limit: 2 MiB under the usual 8 MiB)."""
 _RETRY_S = 0.05
 _OPEN_FLAGS = os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NOCTTY
 """O_NONBLOCK: with no reader the open fails (ENXIO) instead of waiting forever; O_NOFOLLOW:
@@ -97,11 +101,50 @@ def process_environment(pid: int) -> dict[str, str]:
     """The environment process `pid` started with; empty when it cannot be read (another
     user's process, a process that is gone, a system without /proc)."""
     try:
-        raw = Path(f"/proc/{pid}/environ").read_bytes()
-    except OSError:
+        return environ_of_pid(pid)
+    except UnreadableFile:
         return {}
+
+
+def environ_of_pid(pid: int) -> dict[str, str]:
+    """The environment process `pid` started with, from /proc/PID/environ (at most
+    `MAX_ENVIRON_BYTES`).
+
+    Raises:
+        UnreadableFile: no such process, another user's process, or an environment past the
+            bound.
+    """
+    path = Path(f"/proc/{pid}/environ")
+    try:
+        with path.open("rb") as stream:
+            raw = stream.read(MAX_ENVIRON_BYTES + 1)
+    except OSError as error:
+        raise UnreadableFile(path, _proc_reason(pid, error)) from None
+    if len(raw) > MAX_ENVIRON_BYTES:
+        raise UnreadableFile(path, f"the environment is larger than {size_text(MAX_ENVIRON_BYTES)}")
     pairs = (item.decode("utf-8", "replace").partition("=") for item in raw.split(b"\0"))
-    return {name: value for name, sep, value in pairs if sep}
+    return {name: value for name, sep, value in pairs if sep and name}
+
+
+def cwd_of_pid(pid: int) -> Path:
+    """The working folder of process `pid`, where its relative names lead.
+
+    Raises:
+        UnreadableFile: no such process, or another user's process.
+    """
+    path = Path(f"/proc/{pid}/cwd")
+    try:
+        return Path(os.readlink(path))
+    except OSError as error:
+        raise UnreadableFile(path, _proc_reason(pid, error)) from None
+
+
+def _proc_reason(pid: int, error: OSError) -> str:
+    if error.errno in (errno.ENOENT, errno.ESRCH):
+        return f"no process {pid}"
+    if error.errno in (errno.EACCES, errno.EPERM):
+        return f"permission denied (process {pid} is another user's: run as that user or root)"
+    return error.strerror or str(error)
 
 
 def process_cwd(pid: int) -> Path | None:
