@@ -407,6 +407,52 @@ def base_name(name: str) -> str:
     return _after_last(normalize_name(demangle(name)), "::").removesuffix("<>").rstrip()
 
 
+# Words a parameter's type may carry that are no part of the type: CUDA's `__grid_constant__`
+# (a cubin's own names do not mangle it; a name written out by hand may show it).
+_PARAMETER_NOISE = re.compile(r"\s*\b__grid_constant__\b\s*")
+
+
+@lru_cache(maxsize=1024)
+def parameter_types(demangled: str) -> tuple[str, ...] | None:
+    """The types of a demangled function's parameters, one per parameter, in order.
+
+    ``void k<int, 2>(float const*, int, ns::P<a, b>)`` → ``("float const*", "int",
+    "ns::P<a, b>")``: commas inside template arguments, function pointer types and
+    ``(anonymous namespace)`` split nothing; ``()`` and ``(void)`` give ``()``. None when the
+    name has no parameter list (a name that was not mangled), is `$`-joined, was cut short
+    (`short_name`, `collapse_templates`) or its brackets do not pair up. Never raises.
+    """
+    if JOIN in demangled or ELLIPSIS in demangled:
+        return None
+    head = _drop_parameters(demangled)
+    if head == demangled:
+        return None
+    listed = demangled[len(head) :]
+    if _closing(listed, 0) is None or not _balanced(listed):
+        return None
+    inner = listed[1 : _closing(listed, 0)]
+    types = [_PARAMETER_NOISE.sub(" ", part).strip() for part in _arguments(inner)]
+    if types in ([""], ["void"]):
+        return ()
+    return None if "" in types else tuple(types)
+
+
+def _balanced(text: str) -> bool:
+    # Whether every bracket of `text` closes in order (an expression's `a>b` does not).
+    depth = 0
+    index = 0
+    while index < len(text):
+        end = _piece_end(text, index)
+        if end is not None:
+            index = end
+            continue
+        depth += 1 if text[index] in _OPENING else -1 if text[index] in _CLOSING else 0
+        if depth < 0:
+            return False
+        index += 1
+    return depth == 0
+
+
 def _drop_parameters(name: str) -> str:
     # `name` without its parameter list and the qualifiers after it, or as it is when it has
     # none: `(anonymous namespace)` alone, or an `operator()` with nothing after it.

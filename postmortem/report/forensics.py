@@ -9,7 +9,8 @@ from collections.abc import Collection, Sequence
 from postmortem.analysis.fault.census import CensusRow, CoordinateRange
 from postmortem.analysis.fault.counts import FaultCounts
 from postmortem.analysis.forensics.address import AddressSpread
-from postmortem.analysis.forensics.arguments import KernelArgument, KernelArguments
+from postmortem.analysis.forensics.argument import KernelArgument
+from postmortem.analysis.forensics.arguments import KernelArguments
 from postmortem.analysis.forensics.forensics import Forensics
 from postmortem.analysis.provenance import BuildInfo
 from postmortem.report.values import Json, dim_or_none, exception_json, hex_or_none, kernel_json
@@ -116,13 +117,17 @@ def _arguments(arguments: KernelArguments | None) -> Json | None:
         "attribution": None if culprit is None else f"fault = {culprit.relation}",
         "reasoning": arguments.reasoning,
         "runner_up": None if arguments.runner_up is None else arguments.runner_up.relation,
+        "types_unknown": arguments.types_unknown,
     }
 
 
 def _argument(argument: KernelArgument, nearest: bool) -> Json:
     as_int, as_float = _numbers(argument)
     return {
-        "name": argument.label,
+        "name": argument.name,
+        "label": argument.label,
+        "type": argument.type_name,
+        "kind": argument.kind,
         "offset": argument.offset,
         "size_bytes": argument.size_bytes,
         "value_hex": f"0x{argument.value:x}",
@@ -136,14 +141,23 @@ def _argument(argument: KernelArgument, nearest: bool) -> Json:
 
 
 def _numbers(argument: KernelArgument) -> tuple[int | None, float | None]:
-    """A 4- or 8-byte non-pointer read as a signed integer and, when that makes a plausible
-    number, as an IEEE float: the types are not recorded, so both readings are offered."""
+    """A 4- or 8-byte non-pointer read as its type says (an integer, signed unless the type is
+    unsigned; a float or double), or, when the type is not known, as a signed integer and,
+    when that makes a plausible number, as an IEEE float."""
+    kind = argument.kind
     if argument.is_pointer_like or argument.size_bytes not in (4, 8):
+        return None, None
+    if kind not in ("integer", "floating", "unknown"):
         return None, None
     size = argument.size_bytes
     raw = argument.value.to_bytes(8, "little")[:size]
-    as_int = int.from_bytes(raw, "little", signed=True)
+    unsigned = (argument.type_name or "").startswith("unsigned")
+    as_int = int.from_bytes(raw, "little", signed=not unsigned)
     (as_float,) = struct.unpack("<f" if size == 4 else "<d", raw)
+    if kind == "integer":
+        return as_int, None
+    if kind == "floating":
+        return None, as_float if math.isfinite(as_float) else None
     # An integer read as a float is usually a denormal: only a plausible float is shown.
     plausible = as_float == 0 or (math.isfinite(as_float) and 1e-30 < abs(as_float) < 1e30)
     return as_int, as_float if plausible else None

@@ -110,13 +110,22 @@ def test_the_address_is_attributed_to_the_argument_it_came_from(path: Path, corp
     first = truth["faulting_lanes"][0]["effective_address"]
     # WHEN the arguments are decoded
     arguments = _site(path, corpus, nvdisasm).forensics.arguments
-    # THEN the culprit is that argument, at the planted distance
     assert arguments is not None and arguments.layout == ".nv.info"
+    assert [a.ordinal for a in arguments.arguments] == list(range(len(arguments.arguments)))
+    planted = arguments.arguments[spec["arg"]]
+    if planted.kind == "aggregate":
+        # THEN a struct passed by value (cutlass_like's Params) is never the culprit, but the
+        # word of it nearest below the address is said, with the planted distance
+        assert arguments.culprit is None
+        assert f"holds 0x{pointer:x}, 0x{first - pointer:x} below the address" in (
+            arguments.reasoning or ""
+        )
+        return
+    # THEN the culprit is that argument, at the planted distance
     assert arguments.culprit is not None
     assert arguments.culprit.ordinal == spec["arg"]
     assert arguments.culprit.value == pointer
     assert arguments.culprit.distance == first - pointer
-    assert [a.ordinal for a in arguments.arguments] == list(range(len(arguments.arguments)))
 
 
 def test_arguments_come_from_constant_bank_zero_without_a_param_section(corpus: Path, nvdisasm):

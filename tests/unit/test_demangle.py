@@ -12,6 +12,7 @@ from postmortem.demangle import (
     collapse_templates,
     demangle,
     normalize_name,
+    parameter_types,
     short_name,
     without_parameters,
 )
@@ -283,3 +284,43 @@ def test_a_short_name_over_the_limit_keeps_its_head_and_tail():
     assert len(shown) == 40
     assert shown == name[:20] + ELLIPSIS + name[-19:]
     assert short_name(name) == short_name(name) and len(short_name(name)) == 120
+
+
+@pytest.mark.parametrize(
+    ("name", "types"),
+    [
+        ("void k(float const*, int, hgemm::GemmProblem)",
+         ("float const*", "int", "hgemm::GemmProblem")),
+        # commas inside template arguments and a function pointer's own list split nothing
+        ("void k<float, 4>(ns::P<int, 2>, void (*)(int, float), long)",
+         ("ns::P<int, 2>", "void (*)(int, float)", "long")),
+        # `(anonymous namespace)` in the name and in a type
+        ("void (anonymous namespace)::k<(anonymous namespace)::T>((anonymous namespace)::P, int)",
+         ("(anonymous namespace)::P", "int")),
+        # CUDA's qualifier, as a name written out by hand shows it; restrict stays in the type
+        ("void k(__grid_constant__ const Params, float* __restrict__)",
+         ("const Params", "float* __restrict__")),
+        # a template argument expression and an operator name
+        ("void k<((0)==(0))||(!x)>(int, int)", ("int", "int")),
+        ("F<int>::operator()(int, float) const", ("int", "float")),
+        # no parameters
+        ("void k()", ()),
+        ("void k(void)", ()),
+        # no parameter list, a `$`-joined name, a name cut short, brackets that do not pair
+        ("fused_moe_kernel", None),
+        ("a(int) $ b()", None),
+        ("void k<…>(int)", None),
+        ("cutlass::device_kernel<cutlass::gemm::kernel::GemmUniversal<…> >", None),
+        ("void k(int, ", None),
+        ("void k(int, , int)", None),
+        ("", None),
+    ],
+)  # fmt: skip
+def test_parameter_types_split_the_list_at_its_own_commas(name, types):
+    assert parameter_types(name) == types
+
+
+def test_parameter_types_of_a_mangled_kernel_once_demangled():
+    # k(float const*, int, hgemm::GemmProblem), as the compiler names it
+    shown = demangle("_Z1kPKfiN5hgemm11GemmProblemE")
+    assert parameter_types(shown) == ("float const*", "int", "hgemm::GemmProblem")

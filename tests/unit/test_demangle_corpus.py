@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from postmortem.cubin.inspect import summarize_cubin
+from postmortem.cubin.nvinfo import read_kernel_info
 from postmortem.demangle import (
     SHORT_NAME_LIMIT,
     base_name,
@@ -21,6 +22,7 @@ from postmortem.demangle import (
     demangle,
     demanglers,
     normalize_name,
+    parameter_types,
     short_name,
 )
 from tests.tooling import in_ci
@@ -192,3 +194,36 @@ def test_the_committed_cubins_kernels_give_one_short_name_per_operator():
         "cutlass::device_kernel<flash::enable_sm90_or_later<flash::FlashAttnFwdSm90<…> > >",
         "fused_moe_kernel",
     }
+
+
+def test_every_committed_cubin_kernel_has_as_many_parameter_types_as_its_nv_info_parameters():
+    # GIVEN every kernel of the committed cubins, with its `.nv.info` parameter layout
+    checked, unmangled = 0, []
+    for cubin in sorted((CORPUS / "cubins").glob("*.cubin")):
+        image = cubin.read_bytes()
+        for function in summarize_cubin(image).kernels:
+            info = read_kernel_info(image, function.name)
+            # WHEN its demangled name's parameter list is split
+            types = parameter_types(demangle(function.name))
+            if types is None:
+                unmangled.append(function.name)
+                continue
+            # THEN one type per parameter
+            assert info is not None and len(types) == len(info.params), function.name
+            checked += 1
+    # (every kernel but the Triton one, whose name is not mangled)
+    assert (checked, unmangled) == (61, ["fused_moe_kernel"])
+
+
+def test_every_corpus_kernel_splits_as_the_reference_demangling_splits():
+    # GIVEN each kernel name, demangled by us and by llvm-cxxfilt 14 (which print lambdas,
+    # function addresses and expressions differently)
+    split = 0
+    for name, reference in KERNELS:
+        ours = parameter_types(demangle(name))
+        # THEN both split into the same number of types (or neither splits)
+        theirs = parameter_types(reference)
+        assert (ours is None, len(ours or ())) == (theirs is None, len(theirs or ())), name
+        split += ours is not None
+    # every kernel but two whose names are not mangled (Triton's, a libdevice helper)
+    assert split == len(KERNELS) - 2
