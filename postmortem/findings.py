@@ -97,6 +97,12 @@ class FindingCode(Enum):
     NAN_OR_INF_INPUT = "nan-or-inf-input"
     REPLAYABLE_INPUTS = "replayable-inputs"
     GPU_LOST = "gpu-fell-off-the-bus"
+    COREDUMP_ATTACH_CONFLICT = "coredump-attach-conflict"
+    """The driver refused to write a coredump: CUDA_DEVICE_WAITS_ON_EXCEPTION was set beside
+    CUDA_ENABLE_COREDUMP_ON_EXCEPTION (analysis/host/driver.py)."""
+    VLLM_BATCH_IN_FLIGHT = "vllm-batch-in-flight"
+    """What vLLM's engine core was running when it died: its config and the batch scheduled
+    (analysis/host/vllm.py)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,6 +21,11 @@ Since driver 5xx the channel reads ``channel 0x0000000c`` and a process's ``name
 and a run under cuda-gdb prints ``CUDA Exception: Warp Illegal Address``, ``The exception
 was triggered at PC 0x… kernel`` and its ``[Current focus set to CUDA kernel 0, grid 1,
 block (0,0,0), thread (0,0,0), device 0, sm 124, warp 0, lane 0]`` line.
+
+A process run with ``CUDA_DEVICE_WAITS_ON_EXCEPTION=1`` beside
+``CUDA_ENABLE_COREDUMP_ON_EXCEPTION=1`` gets neither a dump nor the wait: the driver says
+``CUDA coredump is not supported with CUDA attach on exception`` (read in any case, after any
+prefix, with or without a full stop; fixtures/hostlogs/driver_attach_conflict_standin.txt).
 """
 
 from __future__ import annotations
@@ -61,6 +66,14 @@ _GDB_PC = re.compile(r"The exception was triggered at PC (0x[0-9A-Fa-f]{1,16})(.
 _GDB_FOCUS = re.compile(r"\[(?:Current focus set to|Switching focus to) CUDA kernel ")
 _FOCUS_FIELD = re.compile(r"\b(device|sm) (\d{1,6})")
 
+# The driver's words when both variables are set. A literal, each blank a bounded run: one
+# pass over the line.
+_ATTACH_CONFLICT = re.compile(
+    r"core ?dump\s{1,8}is\s{1,8}not\s{1,8}supported\s{1,8}with\s{1,8}cuda\s{1,8}attach"
+    r"\s{1,8}on\s{1,8}exception",
+    re.IGNORECASE,
+)
+
 _CODES = {kind.name.lower(): kind.code for kind in EXCEPTIONS}
 
 XID_MEANINGS: dict[int, str] = {
@@ -91,6 +104,7 @@ class _State:
     xids_seen: int = 0
     exceptions: list[CudaException] = field(default_factory=list)
     written: list[CoredumpWritten] = field(default_factory=list)
+    attach_conflicts: list[int] = field(default_factory=list)
     focus: tuple[int, str] | None = None
     """The last cuda-gdb focus line, for an exception printed after it."""
 
@@ -111,14 +125,22 @@ def parse_driver_log(lines: Iterable[str]) -> DriverLog | None:
     state = _State()
     for number, text in numbered(lines):
         _read_line(state, number, text)
-    if not (state.xids_seen or state.exceptions or state.written):
+    if not (state.xids_seen or state.exceptions or state.written or state.attach_conflicts):
         return None
     return DriverLog(
-        tuple(state.xids), tuple(state.exceptions), tuple(state.written), state.xids_seen
+        tuple(state.xids),
+        tuple(state.exceptions),
+        tuple(state.written),
+        state.xids_seen,
+        tuple(state.attach_conflicts),
     )
 
 
 def _read_line(state: _State, number: int, text: str) -> None:
+    if ("ttach" in text or "TTACH" in text) and _ATTACH_CONFLICT.search(text):
+        if len(state.attach_conflicts) < _KEPT:
+            state.attach_conflicts.append(number)
+        return
     if "NVRM: Xid" in text:
         xid = _xid(number, text)
         if xid is not None:

@@ -26,6 +26,8 @@ class HostLogKind(Enum):
     """The driver's words: `NVRM: Xid` kernel-log lines, coredump progress, CUDA exceptions."""
     SANITIZER = "compute-sanitizer"
     """A compute-sanitizer (or cuda-memcheck) text report."""
+    VLLM_DUMP = "vllm-engine-dump"
+    """vLLM's "Dumping input data for V1 LLM engine" block: its config and the batch in flight."""
 
 
 # --- SGLang kernel API log -------------------------------------------------------------
@@ -241,6 +243,11 @@ class DriverLog:
     exceptions: tuple[CudaException, ...]
     dumps_written: tuple[CoredumpWritten, ...]
     xids_seen: int
+    attach_conflicts: tuple[int, ...] = ()
+    """The line numbers (the first ones) where the driver said "CUDA coredump is not supported
+    with CUDA attach on exception": CUDA_DEVICE_WAITS_ON_EXCEPTION was set beside
+    CUDA_ENABLE_COREDUMP_ON_EXCEPTION, and on an exception neither a dump is written nor does
+    the process wait."""
 
 
 # --- compute-sanitizer ------------------------------------------------------------------
@@ -283,6 +290,123 @@ class SanitizerLog:
     """``ERROR SUMMARY: N errors``, when the report got that far."""
 
 
+# --- vLLM's engine dump -----------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class VllmConfig:
+    """The fields of the engine's config line that a triager reads (``model='…', dtype=…``).
+
+    Values are as printed (a quoted value without its quotes), bounded; None when the line
+    does not hold the field.
+    """
+
+    model: str | None = None
+    served_model_name: str | None = None
+    dtype: str | None = None
+    """``torch.bfloat16``."""
+    quantization: str | None = None
+    """``None`` as printed when the model is not quantized, ``fp8``, ``compressed-tensors``…"""
+    kv_cache_dtype: str | None = None
+    tensor_parallel_size: int | None = None
+    pipeline_parallel_size: int | None = None
+    data_parallel_size: int | None = None
+    max_model_len: int | None = None
+    """Printed as ``max_seq_len``."""
+    enforce_eager: bool | None = None
+    """False: CUDA graphs may replay the kernels (a fault inside one surfaces at the replay)."""
+    enable_prefix_caching: bool | None = None
+    chunked_prefill_enabled: bool | None = None
+    device: str | None = None
+    """``device_config``: ``cuda``, ``npu``, ``cpu``…"""
+    speculative_config: str | None = None
+    """As printed (``SpeculativeConfig(method='eagle3', …)``), bounded; None when ``None``."""
+    load_format: str | None = None
+    fields_seen: int = 0
+    """Items read at the top level of the line (its ``name=value`` pairs), kept or not."""
+
+
+@dataclass(frozen=True, slots=True)
+class VllmRequest:
+    """One request of the batch the scheduler had in flight."""
+
+    request_id: str
+    """As printed (bounded)."""
+    new: bool
+    """Scheduled for the first time (``scheduled_new_reqs``); False: scheduled before
+    (``scheduled_cached_reqs``)."""
+    prompt_tokens: int | None = None
+    """``prompt_token_ids_len`` of a new request."""
+    computed_tokens: int | None = None
+    """``num_computed_tokens``: tokens already in the KV cache before this step."""
+    scheduled_tokens: int | None = None
+    """Its entry of ``num_scheduled_tokens``: the tokens this step runs for it."""
+
+
+@dataclass(frozen=True, slots=True)
+class VllmSchedulerOutput:
+    """``Dumping scheduler output for model execution: SchedulerOutput(…)``."""
+
+    line: int
+    new_requests: int | None
+    """How many ``scheduled_new_reqs``; None when the dump did not get that far."""
+    cached_requests: int | None
+    """How many ``scheduled_cached_reqs``."""
+    requests: tuple[VllmRequest, ...]
+    """The first requests, new ones first (bounded)."""
+    total_scheduled_tokens: int | None
+    """``total_num_scheduled_tokens``."""
+    scheduled_entries: int | None = None
+    """Entries of ``num_scheduled_tokens``: the requests this step runs."""
+    spec_decode_requests: int | None = None
+    """Entries of ``scheduled_spec_decode_tokens``: requests with draft tokens to verify."""
+    finished_requests: int | None = None
+    """Entries of ``finished_req_ids``."""
+    complete: bool = True
+    """False: the text ended (or was cut at the bound) before the closing parenthesis."""
+
+
+@dataclass(frozen=True, slots=True)
+class VllmSchedulerStats:
+    """``Dumping scheduler stats: SchedulerStats(…)``."""
+
+    line: int
+    running: int | None
+    """``num_running_reqs``."""
+    waiting: int | None
+    """``num_waiting_reqs``."""
+    kv_cache_usage: float | None
+    """A fraction, 0 to 1 (``kv_cache_usage``; ``gpu_cache_usage`` before v0.9)."""
+
+
+@dataclass(frozen=True, slots=True)
+class VllmEngineDump:
+    """One block vLLM's V1 engine core logs when it dies on an exception (or, since the
+    ``reason=`` form, on a timeout): its version and config, the scheduler's output in flight
+    and the scheduler's stats (``vllm/logging_utils/dump_input.py``)."""
+
+    line: int
+    """The ``V1 LLM engine (v…) with config:`` line, else the first line of the block read."""
+    version: str | None
+    """``0.11.0``; None when the config line was not read."""
+    reason: str | None
+    """``exception``, ``timeout``…: what the ``(v…, reason=…)`` form says; None before it."""
+    config: VllmConfig | None
+    scheduler: VllmSchedulerOutput | None
+    stats: VllmSchedulerStats | None
+    process: str | None = None
+    """The logging process as printed before the level (``EngineCore_DP0 pid=16899``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class VllmLog:
+    """vLLM's engine dumps in a log: the last ones."""
+
+    dumps: tuple[VllmEngineDump, ...]
+    """Oldest first (the last few of the log)."""
+    dumps_seen: int
+
+
 # --- One file ---------------------------------------------------------------------------
 
 
@@ -301,6 +425,7 @@ class HostLogFile:
     cuda_errors: CudaErrorLog | None
     driver: DriverLog | None
     sanitizer: SanitizerLog | None
+    vllm: VllmLog | None = None
 
     @property
     def cut(self) -> bool:
@@ -315,5 +440,6 @@ class HostLogFile:
             (HostLogKind.CUDA_ERROR, self.cuda_errors),
             (HostLogKind.DRIVER, self.driver),
             (HostLogKind.SANITIZER, self.sanitizer),
+            (HostLogKind.VLLM_DUMP, self.vllm),
         )
         return tuple(kind for kind, parsed in found if parsed is not None)

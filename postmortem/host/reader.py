@@ -29,6 +29,7 @@ from postmortem.host.driver import parse_driver_log
 from postmortem.host.model import HostLogFile
 from postmortem.host.sanitizer import parse_sanitizer_report
 from postmortem.host.sglang import parse_sglang_api_log
+from postmortem.host.vllm import parse_vllm_dump
 from postmortem.safefile import WRITER_WAIT_S, iter_pipe, open_regular
 
 TAIL_BYTES = 8 << 20
@@ -95,6 +96,7 @@ def parse_host_lines(path: Path, lines: Sequence[str], size: int, read_from: int
         cuda_errors=parse_cuda_errors(lines),
         driver=parse_driver_log(lines),
         sanitizer=parse_sanitizer_report(lines),
+        vllm=parse_vllm_dump(lines),
     )
 
 

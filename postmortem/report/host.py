@@ -11,6 +11,7 @@ import math
 from postmortem.analysis.host.check import HostCheck
 from postmortem.analysis.host.join import HostJoin
 from postmortem.analysis.host.sglang import ApiJoin
+from postmortem.analysis.host.vllm import BatchShape, VllmJoin
 from postmortem.findings import Finding
 from postmortem.host.driver import XID_MEANINGS
 from postmortem.host.model import (
@@ -20,6 +21,9 @@ from postmortem.host.model import (
     HostLogFile,
     SanitizerLog,
     TensorInfo,
+    VllmConfig,
+    VllmEngineDump,
+    VllmSchedulerOutput,
 )
 from postmortem.report.values import Json, dim_or_none, hex_or_none, kernel_json, size_text
 
@@ -44,6 +48,7 @@ def host_json(join: HostJoin | None) -> Json | None:
         ],
         "driver": [_driver(f.path.name, f.driver) for f in join.files if f.driver],
         "sanitizer": [_sanitizer(f.path.name, f.sanitizer) for f in join.files if f.sanitizer],
+        "vllm": [_vllm(engine) for engine in join.vllm],
         "findings": [_finding(f) for f in join.findings],
     }
 
@@ -207,6 +212,7 @@ def _driver(name: str, log: DriverLog) -> Json:
             for e in log.exceptions[:_SHOWN]
         ],
         "dumps_written": [{"line": w.line, "path": w.path} for w in log.dumps_written[:_SHOWN]],
+        "attach_conflicts": list(log.attach_conflicts[:_SHOWN]),
     }
 
 
@@ -233,6 +239,100 @@ def _sanitizer(name: str, log: SanitizerLog) -> Json:
             }
             for e in log.errors[:_SHOWN]
         ],
+    }
+
+
+def _vllm(engine: VllmJoin) -> Json:
+    return {
+        "file": engine.path.name,
+        "dumps_seen": engine.log.dumps_seen,
+        "dumps": [_engine_dump(dump) for dump in engine.log.dumps],
+        "batch": _batch(engine.batch),
+    }
+
+
+def _engine_dump(dump: VllmEngineDump) -> Json:
+    stats = dump.stats
+    return {
+        "line": dump.line,
+        "version": dump.version,
+        "reason": dump.reason,
+        "process": dump.process,
+        "config": _engine_config(dump.config),
+        "scheduler": _scheduler(dump.scheduler),
+        "stats": None
+        if stats is None
+        else {
+            "line": stats.line,
+            "running": stats.running,
+            "waiting": stats.waiting,
+            "kv_cache_usage": stats.kv_cache_usage,
+        },
+    }
+
+
+def _engine_config(config: VllmConfig | None) -> Json | None:
+    if config is None:
+        return None
+    return {
+        "model": config.model,
+        "served_model_name": config.served_model_name,
+        "dtype": config.dtype,
+        "quantization": config.quantization,
+        "kv_cache_dtype": config.kv_cache_dtype,
+        "tensor_parallel_size": config.tensor_parallel_size,
+        "pipeline_parallel_size": config.pipeline_parallel_size,
+        "data_parallel_size": config.data_parallel_size,
+        "max_model_len": config.max_model_len,
+        "enforce_eager": config.enforce_eager,
+        "enable_prefix_caching": config.enable_prefix_caching,
+        "chunked_prefill_enabled": config.chunked_prefill_enabled,
+        "device": config.device,
+        "speculative_config": config.speculative_config,
+        "load_format": config.load_format,
+        "fields_seen": config.fields_seen,
+    }
+
+
+def _scheduler(output: VllmSchedulerOutput | None) -> Json | None:
+    if output is None:
+        return None
+    return {
+        "line": output.line,
+        "new_requests": output.new_requests,
+        "cached_requests": output.cached_requests,
+        "total_scheduled_tokens": output.total_scheduled_tokens,
+        "scheduled_entries": output.scheduled_entries,
+        "spec_decode_requests": output.spec_decode_requests,
+        "finished_requests": output.finished_requests,
+        "complete": output.complete,
+        "requests": [
+            {
+                "id": r.request_id,
+                "new": r.new,
+                "prompt_tokens": r.prompt_tokens,
+                "computed_tokens": r.computed_tokens,
+                "scheduled_tokens": r.scheduled_tokens,
+            }
+            for r in output.requests
+        ],
+    }
+
+
+def _batch(batch: BatchShape | None) -> Json | None:
+    if batch is None:
+        return None
+    return {
+        "words": batch.words,
+        "requests": batch.requests,
+        "new": batch.new,
+        "cached": batch.cached,
+        "total_tokens": batch.total_tokens,
+        "largest_tokens": batch.largest_tokens,
+        "largest_request": batch.largest_request,
+        "one_token": batch.one_token,
+        "read": batch.read,
+        "complete": batch.complete,
     }
 
 

@@ -5,6 +5,8 @@ blanks after a marker, a marker repeated across the line, a bracket or colon wit
 partner. Before the parsers were rewritten, an 8 MB log of such lines took 51 s (cuda-gdb's
 "triggered at PC" line) and 20 s (a compute-sanitizer location); now each takes well under a
 second. The bound is generous, for a loaded machine: a regression is minutes, not seconds.
+vLLM's engine dump is read past the 4096 characters the others read of a line, so its cases
+include a 10 MiB line, 100,000 nested brackets and binary garbage.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from postmortem.host.cudaerror import parse_cuda_errors
 from postmortem.host.driver import parse_driver_log
 from postmortem.host.sanitizer import parse_sanitizer_report
 from postmortem.host.sglang import parse_sglang_api_log
+from postmortem.host.vllm import parse_vllm_dump
 from tests.conftest import FIXTURES
 
 sys.path.insert(0, str(FIXTURES / "builder"))
@@ -28,6 +31,7 @@ PARSERS = {
     "sglang": parse_sglang_api_log,
     "cudaerror": parse_cuda_errors,
     "sanitizer": parse_sanitizer_report,
+    "vllm": parse_vllm_dump,
 }
 BOUND_S = 5.0
 

@@ -59,6 +59,14 @@ FRAGMENTS = [
     "=========     by thread (1,0,0) in block (2,0,0)",
     "=========     Address 0x10 is out of bounds",
     "========= ERROR SUMMARY: 3 errors",
+    "CUDA coredump is not supported with CUDA attach on exception",
+    "(EngineCore_DP0 pid=1) ERROR 11-25 12:06:16 [dump_input.py:69] ",
+    "Dumping input data for V1 LLM engine (v0.11.0) with config: model='m', ",
+    "Dumping scheduler output for model execution: SchedulerOutput(scheduled_new_reqs=[",
+    "NewRequestData(req_id=r,prompt_token_ids_len=5,num_computed_tokens=0)",
+    "], scheduled_cached_reqs=CachedRequestData(req_ids=['a'], num_computed_tokens=[1]), ",
+    "num_scheduled_tokens={r: 5, a: 1}, total_num_scheduled_tokens=6)",
+    "Dumping scheduler stats: SchedulerStats(num_running_reqs=1, kv_cache_usage=0.5)",
     "(",
     ")",
     "=",
@@ -77,6 +85,7 @@ def test_no_parser_raises_on_any_lines(lines):
         *(parsed.cuda_errors.errors + parsed.cuda_errors.asserts if parsed.cuda_errors else ()),
         *(parsed.driver.xids + parsed.driver.exceptions if parsed.driver else ()),
         *(parsed.sanitizer.errors if parsed.sanitizer else ()),
+        *(parsed.vllm.dumps if parsed.vllm else ()),
     ]
     assert all(1 <= fact.line <= len(lines) for fact in facts)
     assert (parsed.sglang is None) == (parse_sglang_api_log(lines) is None)

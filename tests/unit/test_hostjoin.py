@@ -296,6 +296,32 @@ def test_no_api_call_matching_the_kernel_is_said_not_invented(tmp_path):
     assert (api.match, api.kernel, api.how) == (None, None, None)
 
 
+def test_a_coredump_refused_under_attach_on_exception_is_a_warning_with_its_remedy(tmp_path):
+    # GIVEN the driver's refusal, then the CUDA error of the exception no dump was written for
+    text = """
+CUDA coredump is not supported with CUDA attach on exception
+RuntimeError: CUDA error: an illegal memory access was encountered
+"""
+    join = _join(tmp_path, text, name="run.log")
+    # THEN the refusal is said, why, and what to do; the CUDA error is still compared
+    refused = [f for f in join.findings if f.code is FindingCode.COREDUMP_ATTACH_CONFLICT]
+    (finding,) = refused
+    assert finding.severity.value == "warning"
+    assert finding.message.startswith(
+        "the CUDA driver refused to write a coredump because CUDA_DEVICE_WAITS_ON_EXCEPTION was "
+        "set beside CUDA_ENABLE_COREDUMP_ON_EXCEPTION"
+    )
+    assert finding.evidence == (
+        "run.log:1: CUDA coredump is not supported with CUDA attach on exception",
+    )
+    assert "unset CUDA_DEVICE_WAITS_ON_EXCEPTION" in finding.remedy
+    assert "`postmortem capture --check`" in finding.remedy
+    assert [(c.source, c.fact, c.agrees) for c in join.checks] == [
+        ("CUDA error", "exception", True)
+    ]
+    assert [f.code for f in join.findings] == [FindingCode.COREDUMP_ATTACH_CONFLICT]
+
+
 def test_a_file_with_nothing_recognized_is_named(tmp_path):
     join = _join(tmp_path, "hello\nworld", name="app.log")
     (finding,) = join.findings

@@ -2,7 +2,8 @@
 
 Each Xid's GPU is checked to be the dump's before its fault address and access type are
 compared with the faulting lanes'; cuda-gdb's and coredump progress's exception lines are
-compared with the dump's exceptions, SMs, error PCs, kernels and threads.
+compared with the dump's exceptions, SMs, error PCs, kernels and threads. The driver's refusal
+to write a coredump while CUDA_DEVICE_WAITS_ON_EXCEPTION is set is said as a finding.
 """
 
 from __future__ import annotations
@@ -173,5 +174,29 @@ def gpu_lost(path: Path, log: DriverLog, pci: Sequence[tuple[int, int]]) -> list
             tuple(f"{path.name}:{x.line}: Xid {x.xid}, {x.detail}" for x in lost[:4]),
             "check the GPU's power, temperature and seating; run the vendor's diagnostics",
             caveat,
+        )
+    ]
+
+
+def coredump_refused(path: Path, log: DriverLog) -> list[Finding]:
+    """The driver's "CUDA coredump is not supported with CUDA attach on exception": the
+    process had CUDA_DEVICE_WAITS_ON_EXCEPTION set beside CUDA_ENABLE_COREDUMP_ON_EXCEPTION."""
+    if not log.attach_conflicts:
+        return []
+    return [
+        Finding(
+            FindingCode.COREDUMP_ATTACH_CONFLICT,
+            Severity.WARNING,
+            "the CUDA driver refused to write a coredump because CUDA_DEVICE_WAITS_ON_EXCEPTION "
+            "was set beside CUDA_ENABLE_COREDUMP_ON_EXCEPTION: on an exception that process "
+            "neither wrote a dump nor waited for a debugger",
+            tuple(
+                f"{path.name}:{line}: CUDA coredump is not supported with CUDA attach on exception"
+                for line in log.attach_conflicts[:_CHECKED]
+            ),
+            "unset CUDA_DEVICE_WAITS_ON_EXCEPTION (keep CUDA_ENABLE_COREDUMP_ON_EXCEPTION=1) and "
+            "run again; `postmortem capture --check` checks a run's variables before the run",
+            "a dump written on an exception does not come from the process that printed this "
+            "line: check that the log and the dump are of the same run",
         )
     ]

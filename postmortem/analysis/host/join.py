@@ -1,8 +1,8 @@
 """Host evidence joined to the dump: what the host printed, checked against what the dump says.
 
 Each host log (read by `postmortem.host`) is compared with the analysis fact by fact, by the
-module of its kind: `driver.py`, `sanitizer.py`, `cudaerror.py`, `sglang.py`. A fact the
-dump does not hold is not compared (`agrees` None), never guessed. What can be acted on
+module of its kind: `driver.py`, `sanitizer.py`, `cudaerror.py`, `sglang.py`, `vllm.py`. A
+fact the dump does not hold is not compared (`agrees` None), never guessed. What can be acted on
 becomes a `Finding`; this module gathers them, with those on the files themselves and the
 disagreements.
 """
@@ -17,9 +17,10 @@ from postmortem.analysis.fault.fault import FaultSite
 from postmortem.analysis.forensics.address import LaneAddress
 from postmortem.analysis.host.check import DumpFacts, HostCheck
 from postmortem.analysis.host.cudaerror import cuda_error_checks, surfaced_elsewhere
-from postmortem.analysis.host.driver import driver_checks, gpu_lost
+from postmortem.analysis.host.driver import coredump_refused, driver_checks, gpu_lost
 from postmortem.analysis.host.sanitizer import sanitizer_checks
 from postmortem.analysis.host.sglang import ApiJoin, api_findings, join_api
+from postmortem.analysis.host.vllm import VllmJoin, join_vllm, vllm_checks, vllm_findings
 from postmortem.findings import Finding, FindingCode, Severity
 from postmortem.host.model import HostLogFile
 from postmortem.spelling import size_text
@@ -37,6 +38,8 @@ class HostJoin:
     api: tuple[ApiJoin, ...]
     """One per file holding an SGLang kernel API log."""
     findings: tuple[Finding, ...]
+    vllm: tuple[VllmJoin, ...] = ()
+    """One per file holding a vLLM engine dump."""
 
     @property
     def disagreements(self) -> tuple[HostCheck, ...]:
@@ -60,11 +63,13 @@ def join_host(
     )  # fmt: skip
     checks: list[HostCheck] = []
     api: list[ApiJoin] = []
+    engines: list[VllmJoin] = []
     findings: list[Finding] = []
     for file in files:
         if file.driver is not None:
             checks += driver_checks(file.path, file.driver, dump)
             findings += gpu_lost(file.path, file.driver, dump.pci)
+            findings += coredump_refused(file.path, file.driver)
         if file.sanitizer is not None:
             checks += sanitizer_checks(file.path, file.sanitizer, dump)
         if file.cuda_errors is not None:
@@ -74,12 +79,17 @@ def join_host(
             joined = join_api(file.path, file.sglang, kernels)
             api.append(joined)
             findings += api_findings(joined)
+        if file.vllm is not None:
+            engine = join_vllm(file.path, file.vllm)
+            engines.append(engine)
+            checks += vllm_checks(file.path, file.vllm)
+            findings += vllm_findings(engine)
     findings = _file_findings(files) + findings
     disagreeing = [check for check in checks if check.agrees is False]
     if disagreeing:
         findings.append(_disagreement(disagreeing))
     findings.sort(key=lambda f: _SEVERITY_ORDER.index(f.severity))  # stable: file order kept
-    return HostJoin(tuple(files), tuple(checks), tuple(api), tuple(findings))
+    return HostJoin(tuple(files), tuple(checks), tuple(api), tuple(findings), tuple(engines))
 
 
 def _pointer_lanes(sites: Sequence[FaultSite]) -> list[LaneAddress]:
@@ -108,7 +118,7 @@ def _file_findings(files: Sequence[HostLogFile]) -> list[Finding]:
                     FindingCode.HOST_LOG_NOT_RECOGNIZED,
                     Severity.INFO,
                     f"{file.path}: not recognized: no SGLang kernel API call, CUDA error, "
-                    "driver line or compute-sanitizer report in it",
+                    "driver line, compute-sanitizer report or vLLM engine dump in it",
                     (f"{file.lines} lines read",),
                 )
             )
