@@ -42,7 +42,10 @@ _KEPT = 32
 _NEAR = 6
 """Lines within which a PC or focus line belongs to the exception before (or after) it."""
 
-_XID = re.compile(r"NVRM: Xid \((?:PCI:)?([0-9A-Fa-f:.]{4,20})\): (\d{1,5})(?:,\s*(.*))?$")
+XID_PREFIX = r"NVRM: Xid \((?:PCI:)?([0-9A-Fa-f:.]{4,20})\): "
+"""The start of the driver's Xid line, up to its code: the GPU's PCI address is group 1. The
+one spelling of it: `postmortem.scan.xid` searches whole logs for it as bytes."""
+_XID = re.compile(XID_PREFIX + r"(\d{1,5})(?:,\s*(.*))?$")
 _PID = re.compile(r"\bpid=(\d{1,10})")
 _NAME = re.compile(r"\bname=")
 _CHANNEL = re.compile(r"\b(?:Ch ([0-9A-Fa-f]{1,8})\b|channel 0x([0-9A-Fa-f]{1,8})\b)")

@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from postmortem.host.driver import XID_PREFIX
 from postmortem.host.reader import LogTail, read_log_tail
 from postmortem.pci import parse_pci
 
@@ -40,8 +41,7 @@ _SLICE_BYTES = 1 << 20
 # The driver's line as `postmortem.host.driver` reads it, of the joined Xids only: the code
 # ends the line or is followed by a comma.
 _XID = re.compile(
-    rb"NVRM: Xid \((?:PCI:)?([0-9A-Fa-f:.]{4,20})\): 0*(%s)(?:,|\r?$)"
-    % "|".join(map(str, JOINED_XIDS)).encode(),
+    XID_PREFIX.encode() + rb"0*(%s)(?:,|\r?$)" % "|".join(map(str, JOINED_XIDS)).encode(),
     re.MULTILINE,
 )
 # "Nov 20 10:00:01 gpu-node-7 kernel: …" (syslog) or "2026-11-20T10:00:01+0000 gpu-node-7
