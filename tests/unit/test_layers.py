@@ -78,6 +78,7 @@ LAYER_OF: dict[str, str] = {
     "postmortem.cubin": "cubin",
     "postmortem.gdb": "gdb",
     "postmortem.host": "host",
+    "postmortem.host.crashpickle": "host",
     # Reader and cubins joined: where code is, and what the native reader found.
     "postmortem.codemap": "codemap",
     "postmortem.summary": "codemap",
