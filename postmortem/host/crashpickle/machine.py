@@ -9,14 +9,14 @@ from collections.abc import Callable
 
 from postmortem.host.crashpickle.limits import CrashPickleLimits
 from postmortem.host.crashpickle.values import (
-    Capped,
-    Damaged,
     Global,
     Map,
     Obj,
     Opaque,
     Seq,
     Text,
+    _Capped,
+    _Damaged,
     label_of,
 )
 
@@ -95,28 +95,28 @@ class Machine:
         elif name in self._ops:
             self._ops[name](name, arg)
         elif name not in _NO_EFFECT:
-            raise Damaged(f"opcode {name} is not modelled")
+            raise _Damaged(f"opcode {name} is not modelled")
 
     # stack primitives
 
     def push(self, value: object) -> None:
         if len(self.stack) >= self.limits.max_depth:
-            raise Capped(f"depth limit: a stack of {self.limits.max_depth:,} values")
+            raise _Capped(f"depth limit: a stack of {self.limits.max_depth:,} values")
         self.stack.append(value)
 
     def pop(self) -> object:
         if len(self.stack) <= (self.marks[-1] if self.marks else 0):
-            raise Damaged("a value is taken from an empty stack")
+            raise _Damaged("a value is taken from an empty stack")
         return self.stack.pop()
 
     def top(self) -> object:
         if len(self.stack) <= (self.marks[-1] if self.marks else 0):
-            raise Damaged("the stack is empty where a value is needed")
+            raise _Damaged("the stack is empty where a value is needed")
         return self.stack[-1]
 
     def pop_mark(self) -> list[object]:
         if not self.marks:
-            raise Damaged("no MARK to go back to")
+            raise _Damaged("no MARK to go back to")
         self.batches.pop()
         start = self.marks.pop()
         items = self.stack[start:]
@@ -138,7 +138,7 @@ class Machine:
     def count_value(self) -> None:
         self.values += 1
         if self.values > self.limits.max_values:
-            raise Capped(f"value limit: {self.limits.max_values:,} containers and objects")
+            raise _Capped(f"value limit: {self.limits.max_values:,} containers and objects")
 
     def seq(self, kind: str, items: list[object]) -> Seq:
         seq = Seq(kind)
@@ -153,9 +153,9 @@ class Machine:
             target.mapping = target.mapping or self.new_map()
             target = target.mapping
         if not isinstance(target, Map):
-            raise Damaged(f"SETITEM on {label_of(target)}, not a dict")
+            raise _Damaged(f"SETITEM on {label_of(target)}, not a dict")
         if len(pairs) % 2:
-            raise Damaged("SETITEMS with an odd number of values")
+            raise _Damaged("SETITEMS with an odd number of values")
         for key, value in zip(pairs[::2], pairs[1::2], strict=True):
             target.length += 1
             if not isinstance(key, str):
@@ -170,7 +170,7 @@ class Machine:
             target.items = target.items or self.seq("list", [])
             target = target.items
         if not isinstance(target, Seq) or target.kind == "tuple":
-            raise Damaged(f"APPEND to {label_of(target)}, not a list")
+            raise _Damaged(f"APPEND to {label_of(target)}, not a list")
         for item in items:
             target.add(item, self.limits.kept_items)
         self.kept_cut |= target.cut
@@ -225,7 +225,7 @@ class Machine:
                 self.extend(below, items)
             else:
                 return False
-        except Damaged:
+        except _Damaged:
             return False
         return True
 
@@ -243,7 +243,7 @@ class Machine:
 
     def _mark(self, name: str, arg: object) -> None:
         if len(self.marks) >= self.limits.max_depth:
-            raise Capped(f"depth limit: {self.limits.max_depth:,} open marks")
+            raise _Capped(f"depth limit: {self.limits.max_depth:,} open marks")
         self.marks.append(len(self.stack))
         # Pickle opens a batch of APPENDS or SETITEMS right after the empty container or
         # the batch before; any other MARK opens a tuple (or an object's arguments).
@@ -290,12 +290,12 @@ class Machine:
 
     def _get(self, arg: object) -> None:
         if not isinstance(arg, int) or arg not in self.memo:
-            raise Damaged(f"memo entry {arg!r} read before it is stored")
+            raise _Damaged(f"memo entry {arg!r} read before it is stored")
         self.push(self.memo[arg])
 
     def _put(self, arg: object) -> None:
         if not isinstance(arg, int) or arg < 0:
-            raise Damaged(f"memo entry {arg!r} is not an index")
+            raise _Damaged(f"memo entry {arg!r} is not an index")
         self._store(arg)
 
     def _memoize(self, name: str, arg: object) -> None:
@@ -303,7 +303,7 @@ class Machine:
 
     def _store(self, index: int) -> None:
         if index not in self.memo and len(self.memo) >= self.limits.max_memo:
-            raise Capped(f"memo limit: {self.limits.max_memo:,} entries")
+            raise _Capped(f"memo limit: {self.limits.max_memo:,} entries")
         self.memo[index] = self.top()
 
     def _global(self, name: str, arg: object) -> None:
@@ -313,7 +313,7 @@ class Machine:
     def _stack_global(self, name: str, arg: object) -> None:
         qualname, module = self.pop(), self.pop()
         if not (isinstance(module, str) and isinstance(qualname, str)):
-            raise Damaged("STACK_GLOBAL of a name that is not text")
+            raise _Damaged("STACK_GLOBAL of a name that is not text")
         self.push(self.name_global(module, qualname))
 
     def _inst(self, name: str, arg: object) -> None:
@@ -327,7 +327,7 @@ class Machine:
     def _obj(self, name: str, arg: object) -> None:
         items = self.pop_mark()
         if not items:
-            raise Damaged("OBJ without a class")
+            raise _Damaged("OBJ without a class")
         self.push(self.call(items[0], self.seq("tuple", items[1:])))
 
     def _newobj(self, name: str, arg: object) -> None:

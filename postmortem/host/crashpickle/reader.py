@@ -11,7 +11,7 @@ from typing import BinaryIO
 
 from postmortem.host.crashpickle.limits import CrashPickleLimits
 from postmortem.host.crashpickle.machine import Machine
-from postmortem.host.crashpickle.values import Capped, Damaged
+from postmortem.host.crashpickle.values import _Capped, _Damaged
 from postmortem.spelling import size_text
 
 _IN_MEMORY_BYTES = 32 << 20
@@ -29,7 +29,7 @@ class Stream:
 
     def read(self, size: int) -> bytes:
         if size > self.limit:
-            raise Capped(f"a value of {size:,} bytes at byte {self.position:,} is over the "
+            raise _Capped(f"a value of {size:,} bytes at byte {self.position:,} is over the "
                          f"{size_text(self.limit)} one value may take")  # fmt: skip
         data = self.file.read(min(size, self.left))
         self.left -= len(data)
@@ -39,7 +39,7 @@ class Stream:
     def readline(self) -> bytes:
         data = self.file.readline(min(self.limit, self.left))
         if not data.endswith(b"\n") and len(data) == self.limit:
-            raise Capped(f"a line over {size_text(self.limit)} at byte {self.position:,}")
+            raise _Capped(f"a line over {size_text(self.limit)} at byte {self.position:,}")
         self.left -= len(data)
         self.position += len(data)
         return data
@@ -70,15 +70,15 @@ class Run:
             for opcode, arg, _ in pickletools.genops(stream):  # type: ignore[arg-type]
                 self.opcodes += 1
                 if self.opcodes > self.limits.max_opcodes:
-                    raise Capped(f"opcode limit: {self.limits.max_opcodes:,} read")
+                    raise _Capped(f"opcode limit: {self.limits.max_opcodes:,} read")
                 if self.opcodes & 1023 == 0 and time.monotonic() > deadline:
-                    raise Capped(f"time limit: {self.limits.max_seconds:g} s")
+                    raise _Capped(f"time limit: {self.limits.max_seconds:g} s")
                 self.machine.step(opcode.name, arg)
             self.root = self.machine.result
             return
-        except Capped as capped:
+        except _Capped as capped:
             self.stopped = f"{capped} (at byte {stream.position:,})"
-        except Damaged as damaged:
+        except _Damaged as damaged:
             self.stopped = f"damaged at byte {stream.position:,}: {damaged}"
         except (ValueError, OverflowError, EOFError, struct.error) as error:
             self.stopped = _genops_problem(error, stream.position)

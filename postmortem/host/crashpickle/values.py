@@ -88,11 +88,11 @@ class Obj:
         self.mapping: Map | None = None  # a dict subclass's SETITEMs
 
 
-class Damaged(Exception):
+class _Damaged(Exception):
     """The opcodes do not make sense here (a damaged or foreign pickle)."""
 
 
-class Capped(Exception):
+class _Capped(Exception):
     """A limit stopped the reading."""
 
 
