@@ -261,6 +261,40 @@ def cache_future(base: Path) -> Run:
                base, check)  # fmt: skip
 
 
+def known_crashes_nested(base: Path) -> Run:
+    """tests/unit/test_known_crashes.py: a known-crashes file of deeply nested arrays (the TOML
+    parser recurses) is refused in one line, and a scan with it writes nothing."""
+    folder = _folder_with_dump(base)
+    known = base / "known-crashes.toml"
+    known.write_text("[crash.aaaaaaaaaaaa]\nstate = " + "[" * 200_000 + "]" * 200_000 + "\n")
+
+    def check(out: str, err: str, code: int) -> str | None:
+        if (base / "i.txt").exists():
+            return "an index was written"
+        return _exit(2)(out, err, code) or (None if "known-crashes.toml" in err else err)
+
+    return Run(["scan", str(folder), *SCAN, "--no-cache", "--known", str(known), "-o",
+                str(base / "i.txt")], base, check)  # fmt: skip
+
+
+def triage_scan_endless_line(base: Path) -> Run:
+    """tests/unit/test_known_crashes.py: `triage --scan` of a 2 GiB file with no newline
+    (sparse) is read a line at a time within its cap, and the known-crashes file untouched."""
+    lines = base / "rows.jsonl"
+    with lines.open("wb") as file:
+        file.truncate(2 << 30)
+    known = base / "known.toml"
+    known.write_text("# ours\n")
+
+    def check(out: str, err: str, code: int) -> str | None:
+        if known.read_text() != "# ours\n":
+            return "the known-crashes file was changed"
+        return _exit(2)(out, err, code)
+
+    return Run(["triage", "resolve", "aaaaaaaaaaaa", "--scan", str(lines), "--file", str(known)],
+               base, check)  # fmt: skip
+
+
 INPUT_CASES: dict[str, Callable[[Path], Run]] = {
     "input:trigger-pipe-swapped-for-a-file": trigger_swap,
     "input:300-logs-beside-a-dump": logs_beside,
@@ -276,6 +310,8 @@ INPUT_CASES: dict[str, Callable[[Path], Run]] = {
     "input:lane-tables-zero-filled": lost_lane_table,
     "input:scan-cache-locked": cache_locked,
     "input:scan-cache-newer-schema": cache_future,
+    "input:known-crashes-nested-200k": known_crashes_nested,
+    "input:triage-scan-2GiB-line": triage_scan_endless_line,
 }
 
 

@@ -21,6 +21,7 @@ from postmortem.scan.known.edit import NEW_FILE, Change, apply_change, edit_text
 from postmortem.scan.known.judge import judge
 from postmortem.scan.known.load import load_known, parse_known
 from postmortem.scan.known.model import CrashState, KnownCrash, Lifecycle, Mark
+from tests.tooling import invoke
 from tests.unit.test_scan_group import _row
 
 DAY = 86400.0
@@ -296,3 +297,24 @@ def _sig_named(n: int):
 
     facts = SignatureInput(14, f"_Z{len(f'k{n}')}k{n}Pf", 0x40, (SourceFrame("k.cu", n),), True)
     return compute_signature(facts, SignatureRules("test", (), 3))
+
+
+def test_a_known_crashes_file_nested_too_deeply_is_refused_in_one_line():
+    text = "[crash.aaaaaaaaaaaa]\nstate = " + "[" * 100_000 + "]" * 100_000 + "\n"
+    with pytest.raises(KnownCrashesError, match="nested too deeply"):
+        _parse(text)
+
+
+def test_triage_refuses_a_scan_file_with_an_endless_line_and_leaves_the_file_alone(tmp_path):
+    # GIVEN a sparse 2 GiB "scan" with no newline, and a known-crashes file
+    rows = tmp_path / "rows.jsonl"
+    with rows.open("wb") as file:
+        file.truncate(2 << 30)
+    known = tmp_path / "known.toml"
+    known.write_text("# ours\n")
+    # WHEN a crash is resolved from it
+    done = invoke("triage", "resolve", "aaaaaaaaaaaa", "--scan", rows, "--file", known)
+    # THEN one line says why, and the file is as it was
+    assert done.returncode == 2 and "a line longer than" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+    assert known.read_text() == "# ours\n"

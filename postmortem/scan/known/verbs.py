@@ -25,6 +25,8 @@ from postmortem.scan.known.model import CrashState, KnownCrash, KnownCrashes
 
 MAX_SCAN_BYTES = 1 << 30
 """The most of a scan's JSON lines read (a scan of 100,000 dumps is some 200 MiB)."""
+MAX_LINE_BYTES = 32 << 20
+"""The longest line read: a group of 100,000 dumps lists their paths in some 10 MiB."""
 _FIX_KEYS = ("fixed_by", "fixed_on", "crashed_builds")
 _IGNORE_KEYS = ("reason", "until", "until_count")
 
@@ -157,10 +159,14 @@ def _records(path: Path) -> Iterator[dict[str, Any]]:
     try:
         with open_regular(path) as file:
             read = 0
-            while raw := file.readline(MAX_SCAN_BYTES - read + 1):
+            while raw := file.readline(MAX_LINE_BYTES + 1):
                 read += len(raw)
                 if read > MAX_SCAN_BYTES:
                     raise BadOption("--scan", f"{path}: larger than {MAX_SCAN_BYTES:,} bytes")
+                if len(raw) > MAX_LINE_BYTES:
+                    raise BadOption(
+                        "--scan", f"{path}: a line longer than {MAX_LINE_BYTES:,} bytes"
+                    )
                 try:
                     record = json.loads(raw)
                 except ValueError:
