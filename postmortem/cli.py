@@ -289,8 +289,9 @@ def info(core: Path, fmt: str, as_json: bool, debug: bool) -> None:
 )
 @click.option(
     "--host-log", "host_logs", multiple=True, metavar="FILE", type=click.Path(path_type=Path),
-    help="What the host printed around the crash (a server's stderr, dmesg, a compute-sanitizer "
-    "report, an SGLang kernel API log), joined to the dump (repeatable).",
+    help="What the host printed around the crash (a server's stderr with vLLM's input dump, "
+    "dmesg, a compute-sanitizer report, an SGLang kernel API log), or SGLang's crash_dump_*.pkl "
+    "(read without unpickling it), joined to the dump (repeatable).",
 )  # fmt: skip
 @click.option(
     "--no-redact", is_flag=True,

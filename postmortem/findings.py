@@ -103,6 +103,12 @@ class FindingCode(Enum):
     VLLM_BATCH_IN_FLIGHT = "vllm-batch-in-flight"
     """What vLLM's engine core was running when it died: its config and the batch scheduled
     (analysis/host/vllm.py)."""
+    SGLANG_REQUESTS_IN_FLIGHT = "sglang-requests-in-flight"
+    """What SGLang's scheduler was serving when it crashed: the requests in flight in its
+    crash dump pickle, and the server's arguments (analysis/host/crashpickle.py)."""
+    CRASH_PICKLE_RUNS_CODE = "crash-pickle-runs-code"
+    """A pickle given as a host log names callables that run code when it is loaded: it must
+    not be loaded (analysis/host/crashpickle.py)."""
 
 
 @dataclass(frozen=True, slots=True)

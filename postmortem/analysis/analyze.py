@@ -133,7 +133,9 @@ def analyze_dump(path: Path, options: AnalyzeOptions | None = None) -> Analysis:
         for d in analysis.summary.devices
         if d.pci_bus_id is not None and d.pci_dev_id is not None
     )
-    join = join_host(host_logs, analysis.sites, running, path, pci)
+    metadata = analysis.summary.metadata
+    written = metadata.timestamp if metadata is not None else None
+    join = join_host(host_logs, analysis.sites, running, path, pci, dump_time=written)
     return replace(analysis, host=redact_strings(join) if options.redact else join)
 
 

@@ -3,7 +3,8 @@
 Every fact carries the 1-based line number it was read from, so a report can point at it.
 A value the log did not give is None; numbers are ints (addresses too), and dimensions are
 ``(x, y, z)`` tuples. Collections are tuples, bounded by the parsers (a log may hold
-millions of calls; only the last ones matter next to a crash).
+millions of calls; only the last ones matter next to a crash). A pickle has no lines: its
+summary is `postmortem.host.crashpickle`'s.
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
+
+from postmortem.host.crashpickle.model import CrashPickleLayout, CrashPickleSummary
 
 Dim3 = tuple[int, int, int]
 
@@ -28,6 +31,9 @@ class HostLogKind(Enum):
     """A compute-sanitizer (or cuda-memcheck) text report."""
     VLLM_DUMP = "vllm-engine-dump"
     """vLLM's "Dumping input data for V1 LLM engine" block: its config and the batch in flight."""
+    SGLANG_CRASH_DUMP = "sglang-crash-dump"
+    """SGLang's ``crash_dump_*.pkl`` (``--crash-dump-folder``): the requests in flight when its
+    scheduler crashed and the server arguments, summarized from the pickle's opcodes."""
 
 
 # --- SGLang kernel API log -------------------------------------------------------------
@@ -426,6 +432,9 @@ class HostLogFile:
     driver: DriverLog | None
     sanitizer: SanitizerLog | None
     vllm: VllmLog | None = None
+    crash_pickle: CrashPickleSummary | None = None
+    """The file is a pickle (`postmortem.host.crashpickle`, never loaded), read instead of
+    lines: its summary, whatever it holds (it is an SGLang crash dump when `kinds` says so)."""
 
     @property
     def cut(self) -> bool:
@@ -435,11 +444,23 @@ class HostLogFile:
     @property
     def kinds(self) -> tuple[HostLogKind, ...]:
         """What the file was recognized to hold, by its content."""
+        pickled = self.crash_pickle
+        sglang_pickle = pickled is not None and is_sglang_pickle(pickled)
         found = (
             (HostLogKind.SGLANG_API, self.sglang),
             (HostLogKind.CUDA_ERROR, self.cuda_errors),
             (HostLogKind.DRIVER, self.driver),
             (HostLogKind.SANITIZER, self.sanitizer),
             (HostLogKind.VLLM_DUMP, self.vllm),
+            (HostLogKind.SGLANG_CRASH_DUMP, pickled if sglang_pickle else None),
         )
         return tuple(kind for kind, parsed in found if parsed is not None)
+
+
+def is_sglang_pickle(summary: CrashPickleSummary) -> bool:
+    """Whether a pickle holds what SGLang writes: a crash dump, or the bare list of requests
+    its replay script also reads, naming no callable that runs code when loaded."""
+    return summary.layout in _SGLANG_LAYOUTS and not summary.code_calls
+
+
+_SGLANG_LAYOUTS = (CrashPickleLayout.CRASH_DUMP, CrashPickleLayout.REQUEST_LIST)

@@ -8,10 +8,17 @@ writes to is waited on for a few seconds, not forever.
 When a file was cut, `HostLogFile.read_from` says where reading started and the first,
 partial line is dropped. Bytes are decoded as UTF-8 with undecodable bytes replaced; what
 the file holds is recognized by content, by running every parser over the same lines.
+
+A pickle is not read as lines: a regular file that starts as pickle protocols 2 to 5 do
+(``\x80`` and the protocol), or one named like SGLang's ``crash_dump_*.pkl`` (protocols 0
+and 1 have no such start), is summarized by `postmortem.host.crashpickle` from its opcodes,
+never loaded, within that package's own bounds. A pipe is always read as text: its first
+bytes, once read, cannot be given back.
 """
 
 from __future__ import annotations
 
+import fnmatch
 import math
 import os
 import select
@@ -24,6 +31,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from postmortem.errors import UnreadableFile
+from postmortem.host.crashpickle import summarize_crash_pickle
 from postmortem.host.cudaerror import parse_cuda_errors
 from postmortem.host.driver import parse_driver_log
 from postmortem.host.model import HostLogFile
@@ -37,6 +45,10 @@ TAIL_BYTES = 8 << 20
 _CHUNK = 1 << 20
 _MAX_STREAMED = 16 << 30
 """A pipe is read at most this far (a producer that never ends is cut here)."""
+PICKLE_NAME = "*crash_dump_*.pkl"
+"""The names read as a pickle whatever their first bytes: SGLang's crash dumps."""
+_PROTO = 0x80
+"""Pickle's PROTO opcode, the first byte of every pickle of protocol 2 and later."""
 
 
 def host_log_problem(path: Path) -> str | None:
@@ -66,7 +78,8 @@ def read_host_logs(paths: Sequence[Path], tail_bytes: int = TAIL_BYTES) -> tuple
 def read_host_log(
     path: Path, tail_bytes: int = TAIL_BYTES, *, writer_wait_s: float = WRITER_WAIT_S
 ) -> HostLogFile:
-    """One log, its last `tail_bytes` read and parsed.
+    """One log, its last `tail_bytes` read and parsed; a pickle summarized instead
+    (`read_crash_pickle`), within its own bounds.
 
     Raises:
         UnreadableFile: the log is missing, a folder, a device, cannot be read, or is a pipe
@@ -75,6 +88,8 @@ def read_host_log(
     problem = host_log_problem(path)
     if problem is not None:
         raise UnreadableFile(path, problem)
+    if _starts_a_pickle(path):
+        return read_crash_pickle(path)
     try:
         size, read_from, data = _tail(path, max(tail_bytes, 1), writer_wait_s)
     except OSError as error:
@@ -98,6 +113,41 @@ def parse_host_lines(path: Path, lines: Sequence[str], size: int, read_from: int
         sanitizer=parse_sanitizer_report(lines),
         vllm=parse_vllm_dump(lines),
     )
+
+
+def read_crash_pickle(path: Path) -> HostLogFile:
+    """A pickle given as a host log: its summary, read from its opcodes (never loaded).
+
+    Raises:
+        UnreadableFile: `path` is missing, not a regular file, or cannot be read.
+    """
+    summary = summarize_crash_pickle(path)
+    return HostLogFile(
+        path=path, size_bytes=summary.size_bytes, read_from=0, lines=0, sglang=None,
+        cuda_errors=None, driver=None, sanitizer=None, crash_pickle=summary,
+    )  # fmt: skip
+
+
+def is_pickle_start(start: bytes, name: str) -> bool:
+    """Whether a file whose first bytes are `start` and whose name is `name` is read as a
+    pickle: protocols 2 to 5 by their PROTO opcode, 0 and 1 (which have none) by SGLang's
+    name for its crash dumps (`PICKLE_NAME`)."""
+    if len(start) >= 2 and start[0] == _PROTO and 2 <= start[1] <= 5:
+        return True
+    return fnmatch.fnmatchcase(name, PICKLE_NAME)
+
+
+def _starts_a_pickle(path: Path) -> bool:
+    # A pipe is never opened here: opening and closing it would let a writer waiting for a
+    # reader in, to find none once it writes.
+    try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            return False
+        with open_regular(path) as file:
+            start = file.read(2)
+    except OSError as error:
+        raise UnreadableFile(path, error.strerror or str(error)) from None
+    return is_pickle_start(start, path.name)
 
 
 def _tail(path: Path, tail_bytes: int, writer_wait_s: float) -> tuple[int, int, bytes]:

@@ -9,10 +9,17 @@ from __future__ import annotations
 import math
 
 from postmortem.analysis.host.check import HostCheck
+from postmortem.analysis.host.crashpickle import (
+    CrashPickleJoin,
+    input_words,
+    server_words,
+    utc_words,
+)
 from postmortem.analysis.host.join import HostJoin
 from postmortem.analysis.host.sglang import ApiJoin
 from postmortem.analysis.host.vllm import BatchShape, VllmJoin
 from postmortem.findings import Finding
+from postmortem.host.crashpickle import CrashRequest, ServerArgsSummary
 from postmortem.host.driver import XID_MEANINGS
 from postmortem.host.model import (
     ApiCall,
@@ -30,6 +37,8 @@ from postmortem.report.values import Json, dim_or_none, hex_or_none, kernel_json
 _SHOWN = 4
 """Errors, asserts and events of one kind shown per log."""
 _FRAMES = 5
+_PICKLE_REQUESTS = 32
+"""Requests in flight given per crash pickle (the oldest first); finished: the last `_SHOWN`."""
 
 
 def host_json(join: HostJoin | None) -> Json | None:
@@ -49,6 +58,7 @@ def host_json(join: HostJoin | None) -> Json | None:
         "driver": [_driver(f.path.name, f.driver) for f in join.files if f.driver],
         "sanitizer": [_sanitizer(f.path.name, f.sanitizer) for f in join.files if f.sanitizer],
         "vllm": [_vllm(engine) for engine in join.vllm],
+        "crash_pickles": [_crash_pickle(pickled) for pickled in join.crash_pickles],
         "findings": [_finding(f) for f in join.findings],
     }
 
@@ -64,6 +74,7 @@ def _file(file: HostLogFile) -> Json:
         if file.cut
         else None,
         "lines": file.lines,
+        "pickle": file.crash_pickle is not None,
         "recognized": [kind.value for kind in file.kinds],
     }
 
@@ -334,6 +345,56 @@ def _batch(batch: BatchShape | None) -> Json | None:
         "read": batch.read,
         "complete": batch.complete,
     }
+
+
+def _crash_pickle(joined: CrashPickleJoin) -> Json:
+    summary = joined.summary
+    latest = summary.dump_time
+    return {
+        "file": joined.path.name, "size_bytes": summary.size_bytes,
+        "protocol": summary.protocol, "layout": summary.layout.value, "sglang": joined.sglang,
+        "keys": list(summary.keys), "name_time": summary.name_time, "latest_time": latest,
+        "latest_time_utc": None if latest is None else utc_words(latest),
+        "dump_time_apart_s": joined.apart_s, "request_count": summary.request_count,
+        "requests_kept": len(summary.requests), "in_flight_count": len(joined.in_flight),
+        "finished_count": len(joined.finished), "oldest_age_s": joined.oldest_age_s,
+        "in_flight": [_pickled_request(r) for r in joined.in_flight[:_PICKLE_REQUESTS]],
+        "finished": [_pickled_request(r) for r in joined.finished[-_SHOWN:]],
+        "server_args": _server_args(summary.server_args),
+        "launch_command": summary.launch_command, "classes": list(summary.classes),
+        "classes_total": summary.classes_total, "code_calls": list(summary.code_calls),
+        "opcodes_read": summary.opcodes_read, "complete": summary.complete,
+        "stopped": summary.stopped, "caps_hit": list(summary.caps_hit),
+        "notes": list(summary.notes),
+    }  # fmt: skip
+
+
+def _pickled_request(request: CrashRequest) -> Json:
+    return {
+        "index": request.index, "rid": request.rid, "request_class": request.request_class,
+        "batch_size": request.batch_size, "input_chars": request.input_chars,
+        "input_tokens": request.input_tokens, "input_words": input_words(request),
+        "max_new_tokens": request.max_new_tokens, "stream": request.stream,
+        "created_time": request.created_time, "end_time": request.end_time,
+        "age_s": request.age_s, "finished": request.finished,
+        "finish_reason": request.finish_reason, "output_tokens": request.output_tokens,
+    }  # fmt: skip
+
+
+def _server_args(args: ServerArgsSummary | None) -> Json | None:
+    if args is None:
+        return None
+    return {
+        "class_name": args.class_name, "model_path": args.model_path, "tp_size": args.tp_size,
+        "dp_size": args.dp_size, "pp_size": args.pp_size, "ep_size": args.ep_size,
+        "quantization": args.quantization, "dtype": args.dtype,
+        "kv_cache_dtype": args.kv_cache_dtype, "attention_backend": args.attention_backend,
+        "mem_fraction_static": args.mem_fraction_static,
+        "max_running_requests": args.max_running_requests,
+        "chunked_prefill_size": args.chunked_prefill_size, "cuda_graph": args.cuda_graph,
+        "other": [{"name": name, "value": value} for name, value in args.other],
+        "words": server_words(args),
+    }  # fmt: skip
 
 
 def _finding(finding: Finding) -> Json:

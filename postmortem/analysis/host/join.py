@@ -1,10 +1,10 @@
 """Host evidence joined to the dump: what the host printed, checked against what the dump says.
 
 Each host log (read by `postmortem.host`) is compared with the analysis fact by fact, by the
-module of its kind: `driver.py`, `sanitizer.py`, `cudaerror.py`, `sglang.py`, `vllm.py`. A
-fact the dump does not hold is not compared (`agrees` None), never guessed. What can be acted on
-becomes a `Finding`; this module gathers them, with those on the files themselves and the
-disagreements.
+module of its kind: `driver.py`, `sanitizer.py`, `cudaerror.py`, `sglang.py`, `vllm.py`,
+`crashpickle.py` (SGLang's crash dump pickle). A fact the dump does not hold is not compared
+(`agrees` None), never guessed. What can be acted on becomes a `Finding`; this module gathers
+them, with those on the files themselves and the disagreements.
 """
 
 from __future__ import annotations
@@ -16,12 +16,21 @@ from pathlib import Path
 from postmortem.analysis.fault.fault import FaultSite
 from postmortem.analysis.forensics.address import LaneAddress
 from postmortem.analysis.host.check import DumpFacts, HostCheck
+from postmortem.analysis.host.crashpickle import (
+    CrashPickleJoin,
+    DumpTime,
+    crash_pickle_checks,
+    crash_pickle_findings,
+    join_crash_pickle,
+)
 from postmortem.analysis.host.cudaerror import cuda_error_checks, surfaced_elsewhere
 from postmortem.analysis.host.driver import coredump_refused, driver_checks, gpu_lost
 from postmortem.analysis.host.sanitizer import sanitizer_checks
 from postmortem.analysis.host.sglang import ApiJoin, api_findings, join_api
 from postmortem.analysis.host.vllm import VllmJoin, join_vllm, vllm_checks, vllm_findings
+from postmortem.dumpnames import parse_name
 from postmortem.findings import Finding, FindingCode, Severity
+from postmortem.host.crashpickle import CrashPickleSummary
 from postmortem.host.model import HostLogFile
 from postmortem.spelling import size_text
 
@@ -40,6 +49,8 @@ class HostJoin:
     findings: tuple[Finding, ...]
     vllm: tuple[VllmJoin, ...] = ()
     """One per file holding a vLLM engine dump."""
+    crash_pickles: tuple[CrashPickleJoin, ...] = ()
+    """One per file read as a pickle (SGLang's crash dump, or a pickle that is not)."""
 
     @property
     def disagreements(self) -> tuple[HostCheck, ...]:
@@ -52,9 +63,11 @@ def join_host(
     running: Sequence[str],
     dump_path: Path,
     pci: Sequence[tuple[int, int]] = (),
+    dump_time: int | None = None,
 ) -> HostJoin:
     """Host logs joined to a dump's fault `sites` (`running`: the mangled names of the
-    kernels its grids run, for a dump without a fault; `pci`: its GPUs' (bus, device))."""
+    kernels its grids run, for a dump without a fault; `pci`: its GPUs' (bus, device);
+    `dump_time`: its metadata timestamp, Unix seconds, else its name's ``%t`` is used)."""
     faulting = tuple(dict.fromkeys(s.function.name for s in sites if s.function is not None))
     kernels = faulting or tuple(dict.fromkeys(running))
     dump = DumpFacts(
@@ -64,6 +77,7 @@ def join_host(
     checks: list[HostCheck] = []
     api: list[ApiJoin] = []
     engines: list[VllmJoin] = []
+    pickles: list[CrashPickleJoin] = []
     findings: list[Finding] = []
     for file in files:
         if file.driver is not None:
@@ -84,12 +98,28 @@ def join_host(
             engines.append(engine)
             checks += vllm_checks(file.path, file.vllm)
             findings += vllm_findings(engine)
+        if file.crash_pickle is not None:
+            pickled = join_crash_pickle(
+                file.path, file.crash_pickle, _dump_time(dump_path, dump_time)
+            )
+            pickles.append(pickled)
+            checks += crash_pickle_checks(pickled)
+            findings += crash_pickle_findings(pickled)
     findings = _file_findings(files) + findings
     disagreeing = [check for check in checks if check.agrees is False]
     if disagreeing:
         findings.append(_disagreement(disagreeing))
     findings.sort(key=lambda f: _SEVERITY_ORDER.index(f.severity))  # stable: file order kept
-    return HostJoin(tuple(files), tuple(checks), tuple(api), tuple(findings), tuple(engines))
+    return HostJoin(
+        tuple(files), tuple(checks), tuple(api), tuple(findings), tuple(engines), tuple(pickles)
+    )
+
+
+def _dump_time(path: Path, metadata: int | None) -> DumpTime | None:
+    if metadata:
+        return DumpTime(float(metadata), from_metadata=True)
+    named = parse_name(path.name).time
+    return None if named is None else DumpTime(float(named), from_metadata=False)
 
 
 def _pointer_lanes(sites: Sequence[FaultSite]) -> list[LaneAddress]:
@@ -112,13 +142,19 @@ def _access_kinds(sites: Sequence[FaultSite]) -> tuple[str, ...]:
 def _file_findings(files: Sequence[HostLogFile]) -> list[Finding]:
     findings: list[Finding] = []
     for file in files:
-        if not file.kinds:
+        pickled = file.crash_pickle
+        if pickled is not None:
+            # One that names code-running callables: `crash_pickle_findings` warns of it.
+            if not file.kinds and not pickled.code_calls:
+                findings.append(_pickle_not_recognized(file.path, pickled))
+        elif not file.kinds:
             findings.append(
                 Finding(
                     FindingCode.HOST_LOG_NOT_RECOGNIZED,
                     Severity.INFO,
                     f"{file.path}: not recognized: no SGLang kernel API call, CUDA error, "
-                    "driver line, compute-sanitizer report or vLLM engine dump in it",
+                    "driver line, compute-sanitizer report, vLLM engine dump or SGLang crash "
+                    "dump in it",
                     (f"{file.lines} lines read",),
                 )
             )
@@ -134,6 +170,16 @@ def _file_findings(files: Sequence[HostLogFile]) -> list[Finding]:
                 )
             )
     return findings
+
+
+def _pickle_not_recognized(path: Path, summary: CrashPickleSummary) -> Finding:
+    said = [*([summary.stopped] if summary.stopped else []), *summary.notes]
+    return Finding(
+        FindingCode.HOST_LOG_NOT_RECOGNIZED,
+        Severity.INFO,
+        f"{path}: a pickle, read without loading it, but not an SGLang crash dump",
+        tuple(said) or (f"{summary.opcodes_read:,} opcodes read",),
+    )
 
 
 def _disagreement(checks: Sequence[HostCheck]) -> Finding:
