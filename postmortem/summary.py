@@ -72,8 +72,14 @@ class DumpSummary:
     """What the reader had to set aside or read in part (a partial dump), and why."""
 
 
-def summarize(core: Coredump, code_map: CodeMap | None = None) -> DumpSummary:
+def summarize(
+    core: Coredump, code_map: CodeMap | None = None, *, findings: bool = True
+) -> DumpSummary:
     """Read the parts of a dump `info` shows (tables, modules, faults; no registers).
+
+    `findings`: False leaves `DumpSummary.findings` empty, for a caller that makes them
+    (`salvage.dump_findings`) once it has read all it reads: they read every warp and lane
+    table.
 
     Raises:
         NoGpuState: The dump holds no warp and no SM-level exception: nothing to analyze.
@@ -113,7 +119,7 @@ def summarize(core: Coredump, code_map: CodeMap | None = None) -> DumpSummary:
         census=_census(core),
         faults=faults,
         optional_sections=_optional_sections(core),
-        findings=dump_findings(core, code_map),
+        findings=dump_findings(core, code_map) if findings else (),
     )
 
 

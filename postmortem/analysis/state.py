@@ -17,10 +17,9 @@ import numpy as np
 from postmortem.codemap import CodeMap
 from postmortem.coredump import tables as t
 from postmortem.coredump.reader import Coredump
-from postmortem.coredump.rows import make_cta, make_sm, make_warp
 from postmortem.cubin.inspect import Function
 from postmortem.cubin.sass import INSTRUCTION_BYTES
-from postmortem.model import CTA, SM, CodeLocation, Dim3, Grid, Lane, RowRef, Warp
+from postmortem.model import CodeLocation, Dim3, Grid, Lane
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,8 +83,9 @@ def warp_pcs(core: Coredump) -> tuple[WarpPcs, ...]:
     """Every warp of the dump with the PCs of its lanes, in table order.
 
     A lane row counts when its warp's valid-lanes mask holds its lane id; rows too short
-    to hold a PC are left out. The lanes are filtered and counted in bulk: a full H100 dump
-    has 270,000 of them, and only the 8,000 warps become Python objects.
+    to hold a PC are left out. Lanes, warps, blocks and SMs are read as column gathers and
+    counted in bulk: a full H100 dump has 270,000 lanes, and only its 8,000 warps become
+    Python objects, with no row decoded one by one.
     """
     pcs = core.tables.column_arrays(t.LN_TABLE, "phys_pc")
     if not len(pcs.section):
@@ -94,25 +94,24 @@ def warp_pcs(core: Coredump) -> tuple[WarpPcs, ...]:
     exceptions = core.tables.column_arrays(t.LN_TABLE, "exception", default=0)
     lane_ids = core.tables.column_arrays(t.LN_TABLE, "ln", default=_NO_LANE_ID)
     keep = np.isin(exceptions.section, pcs.section)
-    tables, starts, counts = np.unique(pcs.section, return_index=True, return_counts=True)
+    tables, counts = np.unique(pcs.section, return_counts=True)
     codes_all, ids_all = exceptions.values[keep], lane_ids.values[keep]
-    parents = _Parents(core)
-    warps = [parents.warp(table) for table in tables.tolist()]
+    warps = _WarpRows(core, tables)
     # Each lane row's warp (by table), and whether the warp's valid-lanes mask holds it.
     owner = np.repeat(np.arange(len(tables)), counts)
-    masks = np.array([_ALL if w.valid_lanes_mask is None else w.valid_lanes_mask for w in warps],
-                     dtype=np.uint64)[owner]  # fmt: skip
+    masks = warps.masks[owner]
     ids = ids_all.astype(np.uint64)
     unknown = ids == _NO_LANE_ID
     held = (masks >> np.minimum(ids, 63)) & 1 == 1
     counted = unknown | ((ids < 32) & held)
     offsets = pcs.values.astype(np.uint64)
-    lanes = _per_warp(owner[counted], offsets[counted])
-    faulting = _per_warp(owner[counted & (codes_all != 0)], offsets[counted & (codes_all != 0)])
+    faults = counted & (codes_all != 0)
+    lanes = _Runs(owner[counted], offsets[counted], len(tables), by_count=True)
+    faulting = _Runs(owner[faults], offsets[faults], len(tables), by_count=False)
     return tuple(
-        _warp_pcs(warp, lanes[index], faulting.get(index, Counter()))
-        for index, warp in enumerate(warps)
-        if index in lanes
+        warps.warp_pcs(number, lanes.of(number), faulting.of(number))
+        for number in range(len(tables))
+        if lanes.has(number)
     )
 
 
@@ -120,63 +119,94 @@ def warp_pcs(core: Coredump) -> tuple[WarpPcs, ...]:
 _NO_LANE_ID = 0xFFFFFFFF
 _ALL = 0xFFFFFFFFFFFFFFFF  # a warp whose row gives no mask keeps every lane
 
-
-def _per_warp(
-    owner: np.ndarray[Any, Any], offsets: np.ndarray[Any, Any]
-) -> dict[int, Counter[int]]:
-    """(warp index → Counter of PC offsets) for rows given as parallel arrays."""
-    found: dict[int, Counter[int]] = {}
-    if not len(owner):
-        return found
-    if int(offsets.max()) < 1 << 32:  # one 64-bit key a row sorts far faster than pairs
-        keys, counts = np.unique(owner.astype(np.uint64) << 32 | offsets, return_counts=True)
-        indices, values = (keys >> 32).tolist(), (keys & 0xFFFFFFFF).tolist()
-    else:
-        pairs, counts = np.unique(np.stack([owner.astype(np.uint64), offsets]), axis=1,
-                                  return_counts=True)  # fmt: skip
-        indices, values = pairs[0].tolist(), pairs[1].tolist()
-    for index, offset, count in zip(indices, values, counts.tolist(), strict=True):
-        found.setdefault(int(index), Counter())[int(offset)] = int(count)
-    return found
+Array = np.ndarray[Any, Any]
 
 
-class _Parents:
-    """A lane table's warp, made once per SM and CTA row (a warp table's rows share them)."""
+class _Runs:
+    """Rows given as parallel arrays (warp number, PC offset) counted per (warp, offset):
+    each warp's (offset, count) pairs, most populous first (`by_count`) or by offset."""
 
-    def __init__(self, core: Coredump) -> None:
+    def __init__(self, owner: Array, offsets: Array, warps: int, by_count: bool) -> None:
+        if len(owner) and int(offsets.max()) < 1 << 32:  # one 64-bit key sorts far faster
+            keys, counts = np.unique(owner.astype(np.uint64) << 32 | offsets, return_counts=True)
+            owners, values = keys >> 32, keys & 0xFFFFFFFF
+        else:
+            order = np.lexsort((offsets, owner))
+            owners, values = owner[order].astype(np.uint64), offsets[order]
+            first = np.ones(len(owners), dtype=bool)
+            first[1:] = (owners[1:] != owners[:-1]) | (values[1:] != values[:-1])
+            starts = np.flatnonzero(first)
+            counts = np.diff(np.append(starts, len(owners)))
+            owners, values = owners[starts], values[starts]
+        if by_count:
+            order = np.lexsort((values, -counts.astype(np.int64), owners))
+            owners, values, counts = owners[order], values[order], counts[order]
+        self._bounds: list[int] = np.searchsorted(owners, np.arange(warps + 1)).tolist()
+        self._pairs = list(zip(values.tolist(), counts.tolist(), strict=True))
+
+    def has(self, warp: int) -> bool:
+        return self._bounds[warp] < self._bounds[warp + 1]
+
+    def of(self, warp: int) -> tuple[tuple[int, int], ...]:
+        return tuple(self._pairs[self._bounds[warp] : self._bounds[warp + 1]])
+
+
+class _WarpRows:
+    """The warp rows that lane tables hang from, with their blocks' and SMs' fields, read
+    as column gathers (a field the row's stride lacks is None, as `rows.make_warp` has it).
+
+    The survey let through only lane tables whose links name a usable row of a usable
+    table, all the way up, so every link followed here is sound.
+    """
+
+    def __init__(self, core: Coredump, lane_tables: Array) -> None:
         self._core = core
-        self._sms: dict[RowRef, SM] = {}
-        self._ctas: dict[RowRef, CTA] = {}
+        link, info = core.sections.link, core.sections.info
+        self._link = np.asarray(link, dtype=np.int64) if isinstance(link, list) else link
+        self._info = np.asarray(info, dtype=np.int64) if isinstance(info, list) else info
+        warp, warp_row = self._parent(lane_tables)
+        cta, cta_row = self._parent(warp)
+        sm, sm_row = self._parent(cta)
+        self.device: list[int] = self._parent(sm)[1].tolist()
+        self.warp_id = self._field(t.WP_TABLE, "warp_id", warp, warp_row)
+        self.scope = self._field(t.WP_TABLE, "barrier_scope", warp, warp_row)
+        self.info = self._field(t.WP_TABLE, "additional_barrier_info", warp, warp_row)
+        self.grid_id = self._field(t.CTA_TABLE, "grid_id", cta, cta_row)
+        axes = [self._field(t.CTA_TABLE, f"block_idx_{a}", cta, cta_row) for a in "xyz"]
+        self.block: list[Dim3 | None] = [
+            None if x is None or y is None or z is None else (x, y, z)
+            for x, y, z in zip(*axes, strict=True)
+        ]
+        self.sm_id = self._field(t.SM_TABLE, "sm_id", sm, sm_row)
+        masks = self._field(t.WP_TABLE, "valid_lanes_mask", warp, warp_row)
+        self.masks: Array = np.array([_ALL if m is None else m for m in masks], dtype=np.uint64)
 
-    def warp(self, lane_table: int) -> Warp:
+    def _parent(self, sections: Array) -> tuple[Array, Array]:
+        return self._link[sections].astype(np.int64), self._info[sections].astype(np.int64)
+
+    def _field(self, kind: int, field: str, sections: Array, rows: Array) -> list[int | None]:
         index = self._core.tables
-        ref = index.parent_of(lane_table)
-        cta_ref = index.parent_of(ref.section)
-        cta = self._ctas.get(cta_ref)
-        if cta is None:
-            sm_ref = index.parent_of(cta_ref.section)
-            sm = self._sms.get(sm_ref)
-            if sm is None:
-                device = index.parent_of(sm_ref.section)
-                row = index.rows(sm_ref.section, t.SM_TABLE)[sm_ref.row]
-                sm = self._sms[sm_ref] = make_sm(row, device.row, sm_ref, self._core.string)
-            row = index.rows(cta_ref.section, t.CTA_TABLE)[cta_ref.row]
-            cta = self._ctas[cta_ref] = make_cta(row, sm, cta_ref)
-        return make_warp(index.rows(ref.section, t.WP_TABLE)[ref.row], cta, ref, self._core.string)
+        if not self._core.sections.bulk:  # a few warps: their rows, decoded once and cached
+            at = zip(sections.tolist(), rows.tolist(), strict=True)
+            return [index.rows(section, kind)[row].get(field) for section, row in at]
+        from postmortem.coredump.column_bulk import values_at
 
+        column = index.column_arrays(kind, field)
+        values, present = values_at(column.section, column.row, column.values, sections, rows)
+        return [v if p else None for v, p in zip(values.tolist(), present.tolist(), strict=True)]
 
-def _warp_pcs(warp: Warp, lanes: Counter[int], faulting: Counter[int]) -> WarpPcs:
-    return WarpPcs(
-        device_index=warp.device_index,
-        grid_id=warp.grid_id,
-        block_idx=warp.block_idx,
-        sm_id=warp.sm_id,
-        warp_id=warp.warp_id,
-        lanes_at=tuple(sorted(lanes.items(), key=lambda item: (-item[1], item[0]))),
-        faulting_at=tuple(sorted(faulting.items())),
-        barrier_scope=warp.barrier_scope,
-        barrier_info=warp.additional_barrier_info,
-    )
+    def warp_pcs(
+        self, number: int, lanes_at: tuple[tuple[int, int], ...],
+        faulting_at: tuple[tuple[int, int], ...],
+    ) -> WarpPcs:  # fmt: skip
+        info = self.info[number]
+        return WarpPcs(
+            device_index=self.device[number], grid_id=self.grid_id[number],
+            block_idx=self.block[number], sm_id=self.sm_id[number],
+            warp_id=self.warp_id[number], lanes_at=lanes_at, faulting_at=faulting_at,
+            barrier_scope=self.scope[number],
+            barrier_info=self._core.string(info, "additional_barrier_info") if info else None,
+        )  # fmt: skip
 
 
 def gpu_state(

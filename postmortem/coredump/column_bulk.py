@@ -90,3 +90,22 @@ def as_arrays(
         np.asarray(row, dtype=np.int64),
         np.asarray(values, dtype=f"<u{width}"),
     )
+
+
+def values_at(
+    section: Array, row: Array, values: Array, at_section: Array, at_row: Array
+) -> tuple[Array, Array]:
+    """The values of a column (`section`, `row`, `values`, as `TableIndex.column_arrays`
+    gives them) at the rows (`at_section`, `at_row`), and whether the column holds each: a
+    row of a table whose stride lacks the field is not in it."""
+    keys = (section.astype(np.uint64) << np.uint64(32)) | row.astype(np.uint64)
+    wanted = (at_section.astype(np.uint64) << np.uint64(32)) | at_row.astype(np.uint64)
+    if len(keys) > 1 and (keys[1:] < keys[:-1]).any():  # a column runs in file order
+        order = np.argsort(keys, kind="stable")
+        keys, values = keys[order], values[order]
+    if not len(keys):
+        return np.zeros(len(wanted), dtype=values.dtype), np.zeros(len(wanted), dtype=bool)
+    found = np.minimum(np.searchsorted(keys, wanted), len(keys) - 1)
+    present: Array = keys[found] == wanted
+    gathered: Array = values[found]
+    return gathered, present

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterable
+from functools import lru_cache
 
 from postmortem.cubin.elfimage import ElfImage, ElfSection, ElfSymbol
 from postmortem.errors import MalformedElf
@@ -90,7 +91,9 @@ def rebase_to_zero(image: bytes) -> bytes | None:
     """A copy with every section at address 0 and every symbol section-relative.
 
     The relocations of the sections that are not loaded (the debug sections) are applied
-    again with the new symbol values, so the line table keeps pointing at the code.
+    again with the new symbol values, so the line table keeps pointing at the code. The
+    last few images up to `REMEMBERED_BYTES` are remembered by content: a scan's dumps of
+    one build rebase the same image for its build key and its code key.
 
     Returns:
         The copy, or None when no section carries an address.
@@ -98,6 +101,21 @@ def rebase_to_zero(image: bytes) -> bytes | None:
     Raises:
         MalformedElf: The image's headers or symbol table run out of bounds.
     """
+    if len(image) > REMEMBERED_BYTES or not isinstance(image, bytes):
+        return _rebase(image)
+    return _rebase_remembered(image)
+
+
+REMEMBERED_BYTES = 8 << 20
+"""The largest image `rebase_to_zero` remembers (it keeps at most 8, and their copies)."""
+
+
+@lru_cache(maxsize=8)
+def _rebase_remembered(image: bytes) -> bytes | None:
+    return _rebase(image)
+
+
+def _rebase(image: bytes) -> bytes | None:
     elf = ElfImage(image)
     placed = {s.index: s for s in elf.sections if s.addr}
     if not placed:

@@ -22,9 +22,9 @@ from postmortem.analysis.analyze import (
 from postmortem.analysis.fault.fault import FaultSite, localize
 from postmortem.analysis.hang.hang import analyze_hang
 from postmortem.analysis.provenance import build_provenance
-from postmortem.analysis.state import gpu_state, warp_pcs
+from postmortem.analysis.state import KernelState, gpu_state, warp_pcs
 from postmortem.analysis.verdict import decide, without_claims
-from postmortem.codemap import CodeMap
+from postmortem.codemap import CodeMap, CubinMemo
 from postmortem.coredump import open_coredump
 from postmortem.model import FaultSource
 from postmortem.salvage import dump_findings, lost_rows, lost_warps
@@ -57,10 +57,14 @@ def _deliberate(site: FaultSite) -> bool:
 
 
 def lean_analysis(
-    path: Path, options: AnalyzeOptions, memo: InstructionMemo | None
+    path: Path,
+    options: AnalyzeOptions,
+    memo: InstructionMemo | None,
+    cubins: CubinMemo | None = None,
 ) -> tuple[Analysis, AtPc]:
     """The dump at `path` analyzed for its row; the instruction at its faulting PC when
-    `memo` is given and `options` allow nvdisasm.
+    `memo` is given and `options` allow nvdisasm. With `cubins`, each cubin's facts are
+    those of an earlier dump's image of the same content, when there was one.
 
     Raises:
         PostmortemError: the dump cannot be read (as `analyze_dump`).
@@ -68,14 +72,23 @@ def lean_analysis(
     native = replace(options.localize, disassemble=False)
     at_pc = AtPc()
     with open_coredump(path) as core:
-        code_map = CodeMap(core)
-        summary = summarize(core, code_map)
+        code_map = CodeMap(core, cubins)
+        # The findings read every warp and lane table: made once, after all is read.
+        summary = summarize(core, code_map, findings=False)
         sites = localize(core, native, code_map, summary.faults)
-        warps = warp_pcs(core)
-        state = gpu_state(core, code_map, warps)
+        hang_wanted = options.mode is AnalysisMode.HANG or (
+            options.mode is AnalysisMode.AUTO and not sites
+        )
+        state: tuple[KernelState, ...] = ()
         hang = None
-        if options.mode is AnalysisMode.HANG or (options.mode is AnalysisMode.AUTO and not sites):
-            hang = without_claims(analyze_hang(core, warps, native, code_map), lost_warps(core))
+        if hang_wanted or not any(site.module is not None for site in sites):
+            # A fault's row reads the fault site alone (its verdict, signature and build):
+            # the other warps of the device are read for a hang's row only.
+            warps = warp_pcs(core)
+            state = gpu_state(core, code_map, warps)
+            if hang_wanted:
+                hang = analyze_hang(core, warps, native, code_map)
+                hang = without_claims(hang, lost_warps(core))
         summary = replace(summary, findings=dump_findings(core, code_map))
         if sites and options.localize.disassemble and _deliberate(sites[0]):
             # An assert or a trap is named from its function's code: that one site is read

@@ -20,7 +20,7 @@ from postmortem.analysis.fleet.signature import (
     compute_signature,
     signature_input,
 )
-from postmortem.codemap import CodeMap
+from postmortem.codemap import CodeMap, CubinMemo
 from postmortem.coredump import open_coredump
 from postmortem.cubin.nvdisasm import DisassemblyStore
 from postmortem.demangle import demangle
@@ -68,6 +68,9 @@ class WorkOptions:
     every worker (`postmortem.scan.instruction`); None: each worker's memory only."""
     remember_code: bool = True
     """False: nvdisasm runs again for every dump (the benchmark's baseline)."""
+    remember_cubins: bool = True
+    """False: every dump's cubins are decoded again, even where an earlier dump of this
+    worker held an image of the same content (`postmortem.codemap.CubinMemo`)."""
 
     @property
     def lean(self) -> bool:
@@ -106,7 +109,7 @@ def scan_dump(path: Path, options: WorkOptions, name: str | None = None) -> Dump
         return with_names(error_row(shown, 0, 0.0, RowStatus.ERROR, _oneline(error)), names)
     try:
         if options.lean:
-            found, at_pc = lean_analysis(path, options.analyze, _memo(options))
+            found, at_pc = lean_analysis(path, options.analyze, _memo(options), _cubins(options))
             row = _row(shown, _named(found, shown), info, names, options)
             row = replace(
                 row, code_key=at_pc.code_key, instruction=at_pc.instruction,
@@ -119,7 +122,7 @@ def scan_dump(path: Path, options: WorkOptions, name: str | None = None) -> Dump
             if site is not None and site.instruction is not None:
                 row = replace(row, instruction=site.instruction.text)
             if site is not None and site.module is not None:
-                row = replace(row, build_key=_build_key(path, site.module))
+                row = replace(row, build_key=_build_key(path, site.module, options))
     except PostmortemError as error:
         # Our errors start with the path; the row already names it.
         message = _oneline(error).removeprefix(f"{path}: ")
@@ -132,10 +135,10 @@ def scan_dump(path: Path, options: WorkOptions, name: str | None = None) -> Dump
     return with_names(row, names)
 
 
-def _build_key(path: Path, module: Module) -> str | None:
+def _build_key(path: Path, module: Module, options: WorkOptions) -> str | None:
     # A full analysis keeps no image bytes: the module's image is read again.
     with open_coredump(path) as core:
-        return build_key(CodeMap(core), module)
+        return build_key(CodeMap(core, _cubins(options)), module)
 
 
 # One per worker process and cache file: what it has worked out stays for its next dumps.
@@ -149,6 +152,15 @@ def _memo(options: WorkOptions) -> InstructionMemo:
     if memo is None:
         memo = _MEMOS[options.code_cache] = InstructionMemo(options.code_cache)
     return memo
+
+
+# One per worker process: the cubins its dumps held, by content (a fleet's dumps come from a
+# few builds, and each image is decoded once).
+_CUBINS = CubinMemo()
+
+
+def _cubins(options: WorkOptions) -> CubinMemo | None:
+    return _CUBINS if options.remember_cubins else None
 
 
 def _named(analysis: Analysis, name: str) -> Analysis:
