@@ -116,13 +116,18 @@ class CoarseGroup:
     """The exact signature ids it spans, most populous first."""
 
 
-def group_rows(rows: Sequence[DumpRow]) -> tuple[Group, ...]:
-    """The analyzed rows grouped by signature id, most populous first (ties: first seen)."""
+def rows_by_signature(rows: Sequence[DumpRow]) -> dict[str, list[DumpRow]]:
+    """The analyzed rows (error rows left out) by signature id, in the order given."""
     members: dict[str, list[DumpRow]] = defaultdict(list)
     for row in rows:
         if row.signature is not None and not row.failed:
             members[row.signature.id].append(row)
-    groups = [_group(sorted(found, key=_order)) for found in members.values()]
+    return members
+
+
+def group_rows(rows: Sequence[DumpRow]) -> tuple[Group, ...]:
+    """The analyzed rows grouped by signature id, most populous first (ties: first seen)."""
+    groups = [_group(sorted(found, key=_order)) for found in rows_by_signature(rows).values()]
     return tuple(sorted(groups, key=lambda g: (-g.count, g.first_seen, g.signature.id)))
 
 

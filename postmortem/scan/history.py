@@ -29,7 +29,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 
-from postmortem.scan.group import Group, History
+from postmortem.scan.group import Group, History, rows_by_signature
 from postmortem.scan.row import DumpRow
 from postmortem.urls import absolute_path
 
@@ -87,10 +87,7 @@ def apply_history(
                 "select number, finished_ns from history_scans where roots = ?", (key,)
             ).fetchone()
             scan = ScanHistory((found[0] if found else 0) + 1, found[1] if found else None)
-            by_signature: dict[str, list[DumpRow]] = {}
-            for row in rows:
-                if row.signature is not None and not row.failed:
-                    by_signature.setdefault(row.signature.id, []).append(row)
+            by_signature = rows_by_signature(rows)
             judged = tuple(
                 _judged(db, key, scan, g, by_signature.get(g.signature.id, [])) for g in groups
             )

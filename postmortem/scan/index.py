@@ -13,7 +13,7 @@ from postmortem.analysis.fleet.signature import SIGNATURE_VERSION, Signature
 from postmortem.exceptions import describe_exception
 from postmortem.pci import format_pci
 from postmortem.report.values import utc_text
-from postmortem.scan.ci.policy import mark_of
+from postmortem.scan.ci.policy import mark_counts, mark_of
 from postmortem.scan.fleet import (
     CODE,
     HARDWARE,
@@ -145,12 +145,11 @@ def known_view(result: ScanResult) -> dict[str, Any] | None:
     known = result.known
     if known is None:
         return None
-    marks = Counter(str(mark_of(g)) for g in result.groups)
     seen = {g.signature.id for g in result.groups}
     return {
         "path": str(known.path), "crashes": len(known.crashes),
         "unseen": sum(1 for crash in known.crashes if crash.id not in seen),
-        "marks": {mark: marks.get(mark, 0) for mark in ("regressed", "new", "known")},
+        "marks": mark_counts(result.groups),
         "acted_on": sum(1 for g in result.groups if g.lifecycle and g.lifecycle.acted_on),
     }  # fmt: skip
 

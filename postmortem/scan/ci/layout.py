@@ -18,12 +18,11 @@ three digits. A group lists every run, attempt and job its dumps came from.
 from __future__ import annotations
 
 import re
-from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path, PurePath
 
-from postmortem.scan.group import Group
+from postmortem.scan.group import Group, rows_by_signature
 from postmortem.scan.row import DumpRow
 from postmortem.urls import absolute_path
 
@@ -91,14 +90,15 @@ def with_runs(
 ) -> tuple[Group, ...]:
     """`groups` with the CI runs their dumps came from, where the folders say."""
     bases = sorted((absolute_path(root) for root in roots), key=len, reverse=True)
-    runs: dict[str, set[str]] = defaultdict(set)
-    for row in rows:
-        if row.signature is None or row.failed:
-            continue
-        found = ci_run(_under(absolute_path(row.path), bases))
-        if found is not None:
-            runs[row.signature.id].add(found.label)
-    return tuple(replace(g, runs=tuple(sorted(runs.get(g.signature.id, ())))) for g in groups)
+    runs = {
+        sid: sorted({found.label for row in members if (found := _run_of(row.path, bases))})
+        for sid, members in rows_by_signature(rows).items()
+    }
+    return tuple(replace(g, runs=tuple(runs.get(g.signature.id, ()))) for g in groups)
+
+
+def _run_of(path: str, bases: Sequence[str]) -> CiRun | None:
+    return ci_run(_under(absolute_path(path), bases))
 
 
 def _under(path: str, bases: Sequence[str]) -> PurePath:

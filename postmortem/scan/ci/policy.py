@@ -7,6 +7,7 @@ neither, nothing is known, so every group is new.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 
 from postmortem.model import TextEnum
@@ -55,6 +56,12 @@ def fails(group: Group, fail_on: FailOn) -> bool:
     if fail_on is FailOn.ANY:
         return group.lifecycle.acted_on if group.lifecycle is not None else True
     return False
+
+
+def mark_counts(groups: Sequence[Group]) -> dict[str, int]:
+    """How many groups have each mark, regressed first."""
+    marks = Counter(str(mark_of(g)) for g in groups)
+    return {mark: marks.get(mark, 0) for mark in ("regressed", "new", "known")}
 
 
 def failing(groups: Sequence[Group], fail_on: FailOn) -> tuple[Group, ...]:

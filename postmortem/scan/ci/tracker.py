@@ -10,14 +10,13 @@ comment fits in `COMMENT_LIMIT`.
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
 from postmortem.demangle import brief_name
 from postmortem.report.render import render
 from postmortem.scan.ci.github import GithubRun, source_in_checkout
-from postmortem.scan.ci.policy import FailOn, fails, mark_of, state_of
+from postmortem.scan.ci.policy import FailOn, fails, mark_counts, mark_of, state_of
 from postmortem.scan.group import Group
 from postmortem.scan.known.model import Mark
 
@@ -48,7 +47,6 @@ def _view(
     run: GithubRun | None,
     fail_on: FailOn,
 ) -> dict[str, Any]:
-    marks = Counter(str(mark_of(g)) for g in groups)
     rows = [_row(g, run, fail_on) for g in groups[:listed]]
     return {
         "run": None if run is None else {
@@ -57,7 +55,7 @@ def _view(
             "attempt": run.run_attempt, "repository": run.repository,
         },
         "dumps": dumps, "errors": errors, "groups": len(groups),
-        "marks": {mark: marks.get(mark, 0) for mark in ("regressed", "new", "known")},
+        "marks": mark_counts(groups),
         "acted": [row for row in rows if row["mark"] != "known"],
         "known": [row for row in rows if row["mark"] == "known"],
         "left_out": len(groups) - listed, "fail_on": str(fail_on),

@@ -11,13 +11,12 @@ detail line says when a regression rests on that).
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import replace
 from datetime import datetime, timezone
 
 from postmortem.model import TimeSource
-from postmortem.scan.group import Group
+from postmortem.scan.group import Group, rows_by_signature
 from postmortem.scan.known.model import CrashState, KnownCrash, KnownCrashes, Lifecycle, Mark
 from postmortem.scan.row import DumpRow
 
@@ -27,13 +26,11 @@ def mark_groups(
 ) -> tuple[Group, ...]:
     """`groups` with their `lifecycle` set from `known`; `rows` are the scan's dumps and
     `now` the scan's time (Unix seconds), for an ignore that runs until a date."""
-    members: dict[str, list[DumpRow]] = defaultdict(list)
-    for row in rows:
-        if row.signature is not None and not row.failed:
-            members[row.signature.id].append(row)
+    members = rows_by_signature(rows)
     return tuple(
-        replace(g, lifecycle=judge(g, members[g.signature.id], known.find(g.signature.id), now))
+        replace(g, lifecycle=judge(g, members.get(sid, []), known.find(sid), now))
         for g in groups
+        for sid in (g.signature.id,)
     )
 
 
