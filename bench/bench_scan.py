@@ -118,7 +118,7 @@ def child(args: argparse.Namespace) -> None:
     from postmortem.analysis.analyze import AnalyzeOptions
     from postmortem.analysis.fleet.signature import load_rules
     from postmortem.scan.run import ScanOptions, run_scan
-    from postmortem.scan.worker import WorkOptions
+    from postmortem.scan.work.worker import WorkOptions
 
     work = WorkOptions(AnalyzeOptions(cuda_gdb=False), load_rules())
     cache = Path(args.cache) if args.cache else None
@@ -292,9 +292,9 @@ def remote(root: Path, count: int) -> None:
 
 def _transfer(dumps: list[Path], endpoint: str) -> tuple[int, int]:
     """Bytes and requests the rows of `dumps`, read from the bucket, cost in all."""
-    import postmortem.scan.lean as lean
+    import postmortem.scan.work.lean as lean
     from postmortem.analysis.analyze import AnalyzeOptions
-    from postmortem.scan.instruction import InstructionMemo
+    from postmortem.scan.work.instruction import InstructionMemo
     from postmortem.urls import as_dump_path, use_storage_options
 
     use_storage_options(["s3"], {"endpoint_url": endpoint})

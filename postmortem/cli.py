@@ -33,10 +33,10 @@ if TYPE_CHECKING:
     from postmortem.commands import ToolSettings
 
 FAIL_ON = ("new", "regressed", "any", "never")
-"""`scan --fail-on`: `postmortem.scan.ci.policy.FailOn`, spelled here so that --help needs no
-import of the scan."""
+"""`scan --fail-on`: `postmortem.scan.outputs.ci.policy.FailOn`, spelled here so that --help
+needs no import of the scan."""
 CI_MODES = ("auto", "github", "none")
-"""`scan --ci`: `postmortem.scan.ci.outputs.CiMode`."""
+"""`scan --ci`: `postmortem.scan.outputs.ci.write.CiMode`."""
 
 T = TypeVar("T")
 F = TypeVar("F", bound=Callable[..., Any])
@@ -616,8 +616,8 @@ def scan(
     """
     from postmortem.commands import analyze_options
     from postmortem.scan import command as scan_cli
-    from postmortem.scan.ci.outputs import CiMode
-    from postmortem.scan.ci.policy import FailOn
+    from postmortem.scan.outputs.ci.policy import FailOn
+    from postmortem.scan.outputs.ci.write import CiMode
 
     fmt = fmt or (format_of(output) if output is not None else None) or "text"
     settings = scan_cli.ScanSettings(

@@ -2,7 +2,7 @@
 
 The file is the repository's (`scan --known`); each verb edits one table and keeps every
 comment and the order, so that the change reads as a small diff in review. The work is in
-`postmortem.scan.known.verbs`, imported when a verb runs.
+`postmortem.scan.fleet.known.verbs`, imported when a verb runs.
 """
 
 from __future__ import annotations
@@ -96,7 +96,7 @@ def resolve(
 ) -> None:  # fmt: skip
     """Mark CRASH fixed: a later dump of it, in a build that had not crashed before, is a
     regression."""
-    from postmortem.scan.known import verbs
+    from postmortem.scan.fleet.known import verbs
 
     _done(lambda: verbs.resolve(verbs.Verb(path, crash, scan, title), by, on, builds))
 
@@ -114,7 +114,7 @@ def ignore(
     reason: str, until: date | None, count: int | None,
 ) -> None:  # fmt: skip
     """Mark CRASH ignored: known, not acted on (a flaky node, a test that crashes on purpose)."""
-    from postmortem.scan.known import verbs
+    from postmortem.scan.fleet.known import verbs
 
     _done(lambda: verbs.ignore(verbs.Verb(path, crash, scan, title), reason, until, count))
 
@@ -123,7 +123,7 @@ def ignore(
 @_common
 def reopen(crash: str, path: Path, scan: Path | None, title: str | None) -> None:
     """Mark CRASH open again: known, not fixed, not ignored."""
-    from postmortem.scan.known import verbs
+    from postmortem.scan.fleet.known import verbs
 
     _done(lambda: verbs.reopen(verbs.Verb(path, crash, scan, title)))
 
@@ -135,6 +135,6 @@ def reopen(crash: str, path: Path, scan: Path | None, title: str | None) -> None
 )  # fmt: skip
 def list_crashes(path: Path) -> None:
     """List the crashes of the known-crashes file: id, state, title."""
-    from postmortem.scan.known import verbs
+    from postmortem.scan.fleet.known import verbs
 
     _done(lambda: verbs.list_text(path).rstrip("\n"))

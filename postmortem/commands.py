@@ -108,12 +108,12 @@ def analyze_text(
 
     target = None
     if sentry_dsn:
-        from postmortem.scan.sentry import sentry_target
+        from postmortem.scan.events.sentry import sentry_target
 
         target = sentry_target(sentry_dsn)  # before the work: a bad DSN is an error
     analysis = analyze_dump(core, options)
     if target is not None:
-        from postmortem.scan.sentry import send_analysis
+        from postmortem.scan.events.sentry import send_analysis
 
         warning = send_analysis(core, analysis, options, target)
         if warning is not None and warn is not None:

@@ -44,7 +44,7 @@ _NEAR = 6
 
 XID_PREFIX = r"NVRM: Xid \((?:PCI:)?([0-9A-Fa-f:.]{4,20})\): "
 """The start of the driver's Xid line, up to its code: the GPU's PCI address is group 1. The
-one spelling of it: `postmortem.scan.xid` searches whole logs for it as bytes."""
+one spelling of it: `postmortem.scan.fleet.xid` searches whole logs for it as bytes."""
 _XID = re.compile(XID_PREFIX + r"(\d{1,5})(?:,\s*(.*))?$")
 _PID = re.compile(r"\bpid=(\d{1,10})")
 _NAME = re.compile(r"\bname=")

@@ -4,7 +4,8 @@ A host log is a job's whole output: launch commands with tokens in them, URLs wi
 a password, environment dumps, `Authorization: Bearer …` headers, paths under the user's home
 folder. A report goes to a ticket, and a Sentry event to a shared project, so every string
 the host evidence carries passes through `redact` unless the user asks for the raw text
-(`analyze --no-redact`), and so does every string of a Sentry event (`postmortem.scan.sentry`):
+(`analyze --no-redact`), and so does every string of a Sentry event
+(`postmortem.scan.events.sentry`):
 
 - a value after a key that names a secret (``password``, ``passwd``, ``secret``, ``token``,
   ``api_key``, ``access_key``, ``account_key``, ``credential``, ``private_key``; ``=`` or

@@ -2,8 +2,8 @@
 
 Each kind of output has its view model, built from typed results by its own module:
 `analyze`'s report (report/context.py), `info`'s summary (report/info.py), `extract`'s
-index of cubins (extract.py) and `scan`'s index (scan/index.py). `render` lays any of them
-out with one jinja environment, but for `info`'s text, laid out in Python
+index of cubins (extract.py) and `scan`'s index (scan/outputs/index.py). `render` lays any
+of them out with one jinja environment, but for `info`'s text, laid out in Python
 (report/info_text.py) so that the quick look never imports jinja2.
 
 Templates live in the top-level `templates/` directory of a checkout, shipped inside the

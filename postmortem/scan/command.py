@@ -35,20 +35,20 @@ from postmortem.errors import (
 from postmortem.host.reader import host_log_problem
 from postmortem.report.render import formats, render
 from postmortem.report.textsafe import escape_controls
-from postmortem.scan.cache import default_cache_path
-from postmortem.scan.ci.github import github_run, github_run_of
-from postmortem.scan.ci.outputs import CiMode, CiOutputs, write_ci_outputs
-from postmortem.scan.ci.policy import FailOn, failing
-from postmortem.scan.engine import check_engine, choose_engine
-from postmortem.scan.incident import incident_view
-from postmortem.scan.index import build_index, signature_view
-from postmortem.scan.known.load import load_known
-from postmortem.scan.owners import load_owners
+from postmortem.scan.engines.choose import check_engine, choose_engine
+from postmortem.scan.fleet.known.load import load_known
+from postmortem.scan.fleet.owners import load_owners
+from postmortem.scan.outputs.ci.github import github_run, github_run_of
+from postmortem.scan.outputs.ci.policy import FailOn, failing
+from postmortem.scan.outputs.ci.write import CiMode, CiOutputs, write_ci_outputs
+from postmortem.scan.outputs.incident import incident_view
+from postmortem.scan.outputs.index import build_index, signature_view
+from postmortem.scan.events.sentry import sentry_target
 from postmortem.scan.progress import ProgressBar
 from postmortem.scan.run import ScanOptions, ScanResult, run_scan
-from postmortem.scan.sentry import sentry_target
 from postmortem.scan.since import parse_since
-from postmortem.scan.worker import WorkOptions
+from postmortem.scan.store.cache import default_cache_path
+from postmortem.scan.work.worker import WorkOptions
 
 INDEX_FORMATS = formats("scan")
 

@@ -33,7 +33,7 @@ class Triage:
     worker that analyzed it, carried to the scan, never cached or written out."""
 
     verdict: dict[str, Any]
-    """The verdict as plain data (`postmortem.scan.triage.verdict_context`)."""
+    """The verdict as plain data (`verdict_context`)."""
     markdown: str
     """The dump's report, in Markdown."""
 
@@ -78,7 +78,7 @@ class DumpRow:
     """True when nvdisasm was missing or failed for it (in a signature scan: timed out or
     was killed working out its instruction): a later scan analyzes it again."""
     fingerprint: str | None = None
-    """The content fingerprint of the dump (`postmortem.scan.fingerprint`); None when the
+    """The content fingerprint of the dump (`postmortem.scan.work.fingerprint`); None when the
     file could not be read."""
     triage: Triage | None = None
     """For a crash-triage event, when one was asked for; never cached."""
@@ -96,7 +96,7 @@ class DumpRow:
     """Why there is no instruction when nvdisasm refused the function or could not run."""
     code_key: str | None = None
     """The faulting function's key in the scan cache's ``code`` table
-    (`postmortem.scan.instruction.code_key`): its cubin's content and the function."""
+    (`postmortem.scan.work.instruction.code_key`): its cubin's content and the function."""
     build_key: str | None = None
     """The build of the faulting module (`postmortem.scan.build.build_key`): its cubin's
     content, load addresses aside; None without a located fault or its module's image."""
@@ -110,7 +110,7 @@ class DumpRow:
     """The SM of the first fault; None for a dump without a fault."""
     beside: tuple[str, ...] = ()
     """Files in the dump's folder that are not dumps (a crash folder's request pickles,
-    py-spy stacks, logs), the first `postmortem.scan.beside.SHOWN` by name."""
+    py-spy stacks, logs), the first `postmortem.scan.discover.beside.SHOWN` by name."""
     beside_more: int = 0
     """How many more files lie there."""
     engine_trigger: str | None = None
@@ -167,3 +167,23 @@ def error_row(
         path, size_bytes, mtime, status, error, mtime, TimeSource.MTIME, None, None, None, (),
         None, None, 0, None, None, seconds,
     )  # fmt: skip
+
+
+def verdict_context(report: dict[str, Any]) -> dict[str, Any]:
+    """The verdict of an `analyze` report (`postmortem.report.context.build_report`), with
+    where the first fault site is: what a triage system shows beside the event."""
+    verdict = report.get("verdict") or {}
+    context: dict[str, Any] = {
+        "headline": verdict.get("headline"), "kind": verdict.get("kind"),
+        "fault_sites": verdict.get("sites"),
+    }  # fmt: skip
+    sites = report.get("sites") or []
+    if sites:
+        site = sites[0]
+        instruction = site.get("instruction") or {}
+        faults = site.get("faults") or []
+        context.update(
+            location=site.get("location"), error_pc=site.get("error_pc_hex"),
+            instruction=instruction.get("text"), first_fault=faults[0] if faults else None,
+        )  # fmt: skip
+    return {key: value for key, value in context.items() if value is not None}

@@ -18,23 +18,23 @@ from postmortem._version import __version__
 from postmortem.analysis.fleet.signature import SIGNATURE_VERSION
 from postmortem.dumpnames import parse_name
 from postmortem.errors import ScanCacheError, ToolNotFound
-from postmortem.scan.beside import with_neighbours
-from postmortem.scan.cache import FileState, ScanCache
-from postmortem.scan.ci.layout import with_runs
-from postmortem.scan.discover import Candidate, iter_dumps
-from postmortem.scan.engine import EngineChoice, open_engine
-from postmortem.scan.fingerprint import fingerprint
-from postmortem.scan.fleet import Gpu, join_xids, judge_fleet
-from postmortem.scan.group import CoarseGroup, Group, coarse_groups, group_rows
-from postmortem.scan.history import ScanHistory, apply_history
-from postmortem.scan.instruction import fill_instructions
-from postmortem.scan.known.judge import mark_groups
-from postmortem.scan.known.model import KnownCrashes
-from postmortem.scan.owners import OwnerRule, owners_of
+from postmortem.scan.discover.beside import with_neighbours
+from postmortem.scan.discover.local import Candidate, iter_dumps
+from postmortem.scan.engines.choose import EngineChoice, open_engine
+from postmortem.scan.fleet.group import CoarseGroup, Group, coarse_groups, group_rows
+from postmortem.scan.fleet.hardware import Gpu, join_xids, judge_fleet
+from postmortem.scan.fleet.known.judge import mark_groups
+from postmortem.scan.fleet.known.model import KnownCrashes
+from postmortem.scan.fleet.owners import OwnerRule, owners_of
+from postmortem.scan.fleet.runs import with_runs
+from postmortem.scan.fleet.xid import find_host_xids
+from postmortem.scan.events.sentry import SentrySink, SentryTarget
 from postmortem.scan.row import DumpRow, RowStatus, error_row
-from postmortem.scan.sentry import SentrySink, SentryTarget
-from postmortem.scan.worker import REPORT_FAILED, WorkOptions, report_path, with_names
-from postmortem.scan.xid import find_host_xids
+from postmortem.scan.store.cache import FileState, ScanCache
+from postmortem.scan.store.history import ScanHistory, apply_history
+from postmortem.scan.work.fingerprint import fingerprint
+from postmortem.scan.work.instruction import fill_instructions
+from postmortem.scan.work.worker import REPORT_FAILED, WorkOptions, report_path, with_names
 from postmortem.tools import find_tool, tool_version
 from postmortem.urls import DumpUrl, absolute_path
 
@@ -80,7 +80,7 @@ class ScanResult:
     groups: tuple[Group, ...]
     coarse: tuple[CoarseGroup, ...]
     gpus: tuple[Gpu, ...]
-    """Every GPU that faulted, with its verdict (`postmortem.scan.fleet`)."""
+    """Every GPU that faulted, with its verdict (`postmortem.scan.fleet.hardware`)."""
     found: int
     """Dumps discovered, before --since."""
     left_out: int
@@ -96,7 +96,7 @@ class ScanResult:
     known: KnownCrashes | None = None
     """The known-crashes file the groups were marked against (`--known`)."""
     host_xids: tuple[int, int] | None = None
-    """With `--host-log`: the Xid lines read (of `postmortem.scan.xid.JOINED_XIDS`), and
+    """With `--host-log`: the Xid lines read (of `postmortem.scan.fleet.xid.JOINED_XIDS`), and
     how many of them joined no GPU that faulted."""
 
     @property

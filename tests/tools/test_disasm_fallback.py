@@ -35,7 +35,7 @@ from postmortem.errors import ToolFailed
 from postmortem.findings import FindingCode
 from postmortem.report.context import build_report
 from postmortem.report.render import render
-from postmortem.scan.worker import WorkOptions, scan_dump
+from postmortem.scan.work.worker import WorkOptions, scan_dump
 from tests.conftest import DUMPS, FIXTURES, dump_paths, truth_of
 from tests.tooling import require_tool
 

@@ -144,8 +144,8 @@ def test_a_dask_task_past_its_time_limit_names_the_object_with_its_size(store) -
     endpoint, larger = store
     from postmortem.analysis.analyze import AnalyzeOptions
     from postmortem.analysis.fleet.signature import load_rules
-    from postmortem.scan.dask_engine import scan_task
-    from postmortem.scan.worker import WorkOptions
+    from postmortem.scan.engines.dask_cluster import scan_task
+    from postmortem.scan.work.worker import WorkOptions
     from postmortem.urls import use_storage_options
 
     use_storage_options(["s3"], {"endpoint_url": endpoint})

@@ -25,9 +25,9 @@ from postmortem.analysis.fleet.signature import load_rules
 from postmortem.coredump.tables import DEV_TABLE
 from postmortem.elfcolumns import SECTION_DTYPE
 from postmortem.report.render import render
-from postmortem.scan.index import build_index
+from postmortem.scan.outputs.index import build_index
 from postmortem.scan.run import ScanOptions, run_scan
-from postmortem.scan.worker import WorkOptions, report_path
+from postmortem.scan.work.worker import WorkOptions, report_path
 from tests.conftest import dump_paths, truth_of
 from tests.tooling import REPO, invoke, require_tool, run_on_terminal
 

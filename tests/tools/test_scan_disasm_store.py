@@ -7,7 +7,7 @@ import json
 import pytest
 
 from postmortem.cubin.nvdisasm import disassemble
-from postmortem.scan.disasm_store import ScanDisassemblyStore
+from postmortem.scan.work.disasm_store import ScanDisassemblyStore
 from tests.tooling import REPO, require_tool
 
 CUBINS = REPO / "fixtures" / "cubins"

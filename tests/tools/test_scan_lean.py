@@ -9,9 +9,9 @@ import pytest
 
 from postmortem.analysis.analyze import AnalyzeOptions, analyze_dump
 from postmortem.analysis.fleet.signature import load_rules
-from postmortem.scan.instruction import InstructionMemo
-from postmortem.scan.lean import lean_analysis
-from postmortem.scan.worker import WorkOptions, scan_dump
+from postmortem.scan.work.instruction import InstructionMemo
+from postmortem.scan.work.lean import lean_analysis
+from postmortem.scan.work.worker import WorkOptions, scan_dump
 from tests.tooling import REPO, require_tool
 
 DUMPS = sorted((REPO / "fixtures" / "dumps").glob("*.nvcudmp*"))

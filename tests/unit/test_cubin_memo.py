@@ -16,8 +16,8 @@ from postmortem.analysis.fleet.signature import load_rules
 from postmortem.codemap import CodeMap, CubinMemo
 from postmortem.cubin import normalize
 from postmortem.report.context import build_report
-from postmortem.scan.lean import lean_analysis
-from postmortem.scan.worker import WorkOptions, scan_dump
+from postmortem.scan.work.lean import lean_analysis
+from postmortem.scan.work.worker import WorkOptions, scan_dump
 from postmortem.summary import summarize
 from tests.conftest import DUMPS, FIXTURES, dump_paths
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from postmortem.analysis.fleet.signature import Frame, Quality, Signature
 from postmortem.host.redact import REDACTED
+from postmortem.scan.events.sentry import redacted_event
+from postmortem.scan.events.triage import triage_event
 from postmortem.scan.row import DumpRow, Triage
-from postmortem.scan.sentry import redacted_event
-from postmortem.scan.triage import triage_event
 
 KERNEL = "cutlass::Kernel<cutlass::gemm::kernel::GemmUniversal<Sm80TensorOpGemmF16Accum128x128>>"
 KEY = f"v2|Warp Illegal Address|{KERNEL}|+0xd0|pm::store<>|a.cuh:10 < b.cu:19"

@@ -12,15 +12,15 @@ from postmortem.analysis.fleet.signature import SignatureInput, SignatureRules, 
 from postmortem.cubin.sass import SourceFrame
 from postmortem.errors import KnownCrashesError
 from postmortem.model import TimeSource
-from postmortem.scan.ci.github import source_in_checkout
-from postmortem.scan.ci.layout import CiRun, ci_run
-from postmortem.scan.ci.policy import FailOn, fails, mark_of
-from postmortem.scan.ci.tracker import COMMENT_LIMIT, tracker_comment
-from postmortem.scan.group import History, group_rows
-from postmortem.scan.known.edit import NEW_FILE, Change, apply_change, edit_text, toml_value
-from postmortem.scan.known.judge import judge
-from postmortem.scan.known.load import load_known, parse_known
-from postmortem.scan.known.model import CrashState, KnownCrash, Lifecycle, Mark
+from postmortem.scan.fleet.group import History, group_rows
+from postmortem.scan.fleet.known.edit import NEW_FILE, Change, apply_change, edit_text, toml_value
+from postmortem.scan.fleet.known.judge import judge
+from postmortem.scan.fleet.known.load import load_known, parse_known
+from postmortem.scan.fleet.known.model import CrashState, KnownCrash, Lifecycle, Mark
+from postmortem.scan.fleet.runs import CiRun, ci_run
+from postmortem.scan.outputs.ci.github import source_in_checkout
+from postmortem.scan.outputs.ci.policy import FailOn, fails, mark_of
+from postmortem.scan.outputs.ci.tracker import COMMENT_LIMIT, tracker_comment
 from tests.tooling import invoke
 from tests.unit.test_scan_group import _row
 

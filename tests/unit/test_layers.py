@@ -22,6 +22,19 @@ ANALYSIS_WINGS = frozenset(
 )
 ANALYSIS = ANALYSIS_WINGS | {"analysis", "analysis.oncall", "analysis.fleet"}
 
+# The row and its keys; finding dumps; one dump's work; where it runs; what the rows mean
+# together; what is kept between scans; the triage events the run sends as rows arrive; the
+# whole run; what the scan hands on.
+SCAN_WINGS = (
+    "scan.row", "scan.discover", "scan.work", "scan.engines", "scan.fleet", "scan.store",
+    "scan.events", "scan.run", "scan.outputs",
+)  # fmt: skip
+
+
+def _scan_wings(below: frozenset[str]) -> dict[str, frozenset[str]]:
+    return {wing: below | set(SCAN_WINGS[:at]) for at, wing in enumerate(SCAN_WINGS)}
+
+
 LAYERS: dict[str, frozenset[str]] = {
     # layer: the lower layers its modules may import (their own layer is always allowed).
     # Lowest first; a layer may name only layers listed before it.
@@ -49,8 +62,10 @@ LAYERS: dict[str, frozenset[str]] = {
     "api": BELOW_ANALYSIS | ANALYSIS,
     # The report projects an analysis; it never reads the dump or runs a tool itself.
     "report": frozenset({"base", "host", "codemap"}) | ANALYSIS,
-    "commands": BELOW_ANALYSIS | ANALYSIS | {"api", "report"},
-    "cli": BELOW_ANALYSIS | ANALYSIS | {"api", "report", "commands"},
+    # scan/, in wings in the order a scan runs them; each wing may import those before it.
+    **_scan_wings(BELOW_ANALYSIS | ANALYSIS | {"api", "report"}),
+    "commands": BELOW_ANALYSIS | ANALYSIS | {"api", "report"} | set(SCAN_WINGS),
+    "cli": BELOW_ANALYSIS | ANALYSIS | {"api", "report", "commands"} | set(SCAN_WINGS),
 }
 
 LAYER_OF: dict[str, str] = {
@@ -99,14 +114,23 @@ LAYER_OF: dict[str, str] = {
     "postmortem.report": "report",
     "postmortem.report.oncall": "report",
     "postmortem.report.incident": "report",
+    # scan/'s wings (SCAN_WINGS): the row, build key and --since at the bottom, the run
+    # (and the package's __init__) above what it gathers, the outputs on top.
+    "postmortem.scan": "scan.run",
+    "postmortem.scan.row": "scan.row",
+    "postmortem.scan.build": "scan.row",
+    "postmortem.scan.since": "scan.row",
+    "postmortem.scan.discover": "scan.discover",
+    "postmortem.scan.work": "scan.work",
+    "postmortem.scan.engines": "scan.engines",
+    "postmortem.scan.fleet": "scan.fleet",
+    "postmortem.scan.store": "scan.store",
+    "postmortem.scan.events": "scan.events",
+    "postmortem.scan.run": "scan.run",
+    "postmortem.scan.progress": "scan.run",
+    "postmortem.scan.outputs": "scan.outputs",
     # The work behind the commands that write files: they render through report/.
-    "postmortem.scan": "commands",
-    # Where a scan's analyses run (local pool, Dask) and its Sentry events: the scan's own.
-    "postmortem.scan.engine": "commands",
-    "postmortem.scan.dask_engine": "commands",
-    "postmortem.scan.triage": "commands",
-    "postmortem.scan.sentry": "commands",
-    "postmortem.scan.incident": "commands",
+    "postmortem.scan.command": "commands",
     "postmortem.capture": "commands",
     "postmortem.extract": "commands",
     "postmortem.commands": "commands",

@@ -10,7 +10,7 @@ from dataclasses import replace
 import pytest
 
 from postmortem.model import TimeSource
-from postmortem.scan.beside import (
+from postmortem.scan.discover.beside import (
     LOG_BUDGET_BYTES,
     LOG_TAIL_BYTES,
     LOGS_PER_FOLDER,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import time
 
-from postmortem.scan.cache import FileState, ScanCache
 from postmortem.scan.row import RowStatus, error_row
+from postmortem.scan.store.cache import FileState, ScanCache
 
 ROW = error_row("/dumps/a.nvcudmp", 10, 1.0, RowStatus.ERROR, "truncated at byte 4")
 OLD = time.time_ns() - 3600 * 10**9

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from postmortem.scan.discover import is_dump_header, iter_dumps, sniff
-from postmortem.scan.fingerprint import fingerprint
+from postmortem.scan.discover.local import is_dump_header, iter_dumps, sniff
+from postmortem.scan.work.fingerprint import fingerprint
 from tests.conftest import DUMPS
 
 if sys.version_info >= (3, 14):

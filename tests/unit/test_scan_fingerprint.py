@@ -11,7 +11,7 @@ import pytest
 
 from postmortem.coredump import tables as t
 from postmortem.elfcolumns import SECTION_DTYPE
-from postmortem.scan.fingerprint import fingerprint
+from postmortem.scan.work.fingerprint import fingerprint
 from tests.conftest import DUMPS
 
 if sys.version_info >= (3, 14):

@@ -8,7 +8,7 @@ import pytest
 
 from postmortem.analysis.fleet.signature import SignatureInput, SignatureRules, compute_signature
 from postmortem.cubin.sass import SourceFrame
-from postmortem.scan.group import coarse_groups, group_rows
+from postmortem.scan.fleet.group import coarse_groups, group_rows
 from postmortem.scan.row import DumpRow, error_row, row_from_dict, row_to_dict
 
 RULES = SignatureRules("test", (), 3)

@@ -16,10 +16,10 @@ from postmortem.analysis.analyze import AnalyzeOptions
 from postmortem.analysis.fault.fault import LocalizeOptions
 from postmortem.analysis.fleet.signature import load_rules
 from postmortem.report.render import render
-from postmortem.scan.history import QUIET_DAYS
-from postmortem.scan.index import build_index
+from postmortem.scan.outputs.index import build_index
 from postmortem.scan.run import ScanOptions, ScanResult, run_scan
-from postmortem.scan.worker import WorkOptions
+from postmortem.scan.store.history import QUIET_DAYS
+from postmortem.scan.work.worker import WorkOptions
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "bench"))

@@ -20,7 +20,7 @@ from postmortem.analysis.analyze import AnalyzeOptions
 from postmortem.analysis.fault.fault import LocalizeOptions
 from postmortem.analysis.fleet.signature import load_rules
 from postmortem.scan.run import ScanOptions, run_scan
-from postmortem.scan.worker import WorkOptions
+from postmortem.scan.work.worker import WorkOptions
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "bench"))

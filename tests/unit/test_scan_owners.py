@@ -8,7 +8,7 @@ import re
 import pytest
 
 from postmortem.errors import BadOption
-from postmortem.scan.owners import (
+from postmortem.scan.fleet.owners import (
     MAX_OWNER_PATTERN_CHARS,
     MAX_OWNER_RULES,
     MAX_PATTERN_CHARS,

@@ -12,10 +12,16 @@ import threading
 
 from postmortem.host.driver import parse_driver_log
 from postmortem.safefile import WRITER_WAIT_S
-from postmortem.scan import xid as xid_module
-from postmortem.scan.fleet import Gpu, join_xids
-from postmortem.scan.group import Blame
-from postmortem.scan.xid import JOINED_XIDS, XID_TAIL_BYTES, HostXid, find_host_xids, read_host_xids
+from postmortem.scan.fleet import xid as xid_module
+from postmortem.scan.fleet.group import Blame
+from postmortem.scan.fleet.hardware import Gpu, join_xids
+from postmortem.scan.fleet.xid import (
+    JOINED_XIDS,
+    XID_TAIL_BYTES,
+    HostXid,
+    find_host_xids,
+    read_host_xids,
+)
 from tests.fifo import rescued
 from tests.tooling import DUMPS, REPO, invoke
 

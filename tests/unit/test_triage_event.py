@@ -9,9 +9,16 @@ import pytest
 
 from postmortem.analysis.fleet.signature import Frame, Quality, Signature
 from postmortem.errors import BadOption
-from postmortem.scan.engine import ENGINES, EngineChoice, check_engine
-from postmortem.scan.row import DumpRow, Triage, dump_id, row_from_dict, row_to_dict
-from postmortem.scan.triage import cut_report, triage_event, verdict_context
+from postmortem.scan.engines.choose import ENGINES, EngineChoice, check_engine
+from postmortem.scan.events.triage import cut_report, triage_event
+from postmortem.scan.row import (
+    DumpRow,
+    Triage,
+    dump_id,
+    row_from_dict,
+    row_to_dict,
+    verdict_context,
+)
 
 LONG_KERNEL = "cutlass::Kernel<" + "cute::tuple<int, int>, " * 20 + ">"
 
