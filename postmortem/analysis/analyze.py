@@ -146,7 +146,9 @@ def _analyze(
     start_gdb: Callable[[DumpSummary], Future[_GdbOutcome] | None],
 ) -> Analysis:
     code_map = CodeMap(core)
-    summary = summarize(core, code_map)
+    # The findings read every warp and lane table: made once, at the end, after localizing
+    # (a warp's barrier info read there may add some).
+    summary = summarize(core, code_map, findings=False)
     # Started once the summary says whether it can read the dump (milliseconds in); it then
     # runs while nvdisasm and the rest of the analysis work.
     gdb = start_gdb(summary)
@@ -161,7 +163,6 @@ def _analyze(
     check, note, gdb_ran = _second_opinion(core, gdb, summary, code_map)
     sites, check = named_by_gdb(sites, check)
     builds = build_provenance(code_map, modules_that_matter(core, code_map, sites, state))
-    # Names read while localizing (a warp's barrier info) may have added findings.
     summary = replace(summary, findings=dump_findings(core, code_map))
     return Analysis(
         path, summary, sites, state, hang, check, note, fault_census(sites), builds,

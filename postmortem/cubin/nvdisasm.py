@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import os
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Protocol
 
@@ -20,7 +20,10 @@ from postmortem.errors import ToolFailed
 from postmortem.toolrun import run_tool
 from postmortem.tools import find_tool, tool_version
 
-__all__ = ["Disassembly", "DisassemblyStore", "build_nvdisasm_argv", "disassemble"]
+__all__ = [
+    "Disassembly", "DisassemblyStore", "RememberedDisassemblies", "build_nvdisasm_argv",
+    "disassemble",
+]  # fmt: skip
 
 _TOOL = "nvdisasm"
 # -ndf: no dataflow analysis (slow, and only adds comments); -c: code sections only;
@@ -57,6 +60,26 @@ class DisassemblyStore(Protocol):
 
     def put(self, key: str, stdout: str, result: Disassembly) -> None:
         """Remember `result`, made from nvdisasm's `stdout`, under `key`."""
+
+
+class RememberedDisassemblies:
+    """A `DisassemblyStore` in memory, holding the last `limit` disassemblies: the dumps one
+    command analyzes (the ranks of one job, a scan worker's dumps) mostly carry the same
+    cubins, and nvdisasm costs over half a second a run whatever the function's size."""
+
+    def __init__(self, limit: int = 256) -> None:
+        self._limit = limit
+        self._held: dict[str, Disassembly] = {}
+
+    def get(self, key: str) -> Disassembly | None:
+        found = self._held.get(key)
+        # A listing found here took no nvdisasm run for this dump.
+        return None if found is None else replace(found, seconds=0.0)
+
+    def put(self, key: str, stdout: str, result: Disassembly) -> None:
+        if key not in self._held and len(self._held) >= self._limit:
+            self._held.pop(next(iter(self._held)))
+        self._held[key] = result
 
 
 def build_nvdisasm_argv(nvdisasm: Path, cubin: Path, symbol_index: int | None) -> list[str]:

@@ -25,6 +25,7 @@ from postmortem.analysis.hang.motion import (
 )
 from postmortem.analysis.oncall.summary import oncall_summary
 from postmortem.coredump.remote import stored_mtime
+from postmortem.cubin.nvdisasm import RememberedDisassemblies
 from postmortem.errors import NoGpuState, PostmortemError
 from postmortem.urls import DumpUrl
 
@@ -41,6 +42,11 @@ def analyze_incident(
     here, so the same dumps get the same verdict.
     """
     options = options or AnalyzeOptions()
+    if options.localize.store is None:
+        # The dumps of one job mostly carry the same cubins: each function is disassembled
+        # once for all of them, not once per dump (nvdisasm costs over half a second a run).
+        localize = replace(options.localize, store=RememberedDisassemblies())
+        options = replace(options, localize=localize)
     rules = load_rules()
     dumps: list[IncidentDump] = list(failed)
     analyses: dict[str, Analysis] = {}

@@ -10,33 +10,31 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import replace
 from pathlib import Path
 
-from postmortem.cubin.nvdisasm import Disassembly
+from postmortem.cubin.nvdisasm import Disassembly, RememberedDisassemblies
 from postmortem.cubin.sass import parse_sass
 
 _MEMORY_MAX = 256
 
 
-class ScanDisassemblyStore:
+class ScanDisassemblyStore(RememberedDisassemblies):
     """A `postmortem.cubin.nvdisasm.DisassemblyStore`: memory, then optionally a directory."""
 
     def __init__(self, directory: Path | None) -> None:
+        super().__init__(_MEMORY_MAX)
         self._directory = directory
-        self._memory: dict[str, Disassembly] = {}
 
     def get(self, key: str) -> Disassembly | None:
-        found = self._memory.get(key)
+        found = super().get(key)
         if found is None and self._directory is not None:
             found = self._read(self._directory / f"{key}.json")
             if found is not None:
-                self._remember(key, found)
-        # A listing found here took no nvdisasm run for this dump.
-        return None if found is None else replace(found, seconds=0.0)
+                super().put(key, "", found)
+        return found
 
     def put(self, key: str, stdout: str, result: Disassembly) -> None:
-        self._remember(key, result)
+        super().put(key, stdout, result)
         if self._directory is None:
             return
         record = {"stdout": stdout, "stderr": result.stderr, "version": result.tool_version,
@@ -48,11 +46,6 @@ class ScanDisassemblyStore:
             partial.replace(self._directory / f"{key}.json")
         except OSError:
             pass  # a store that cannot be written only costs speed
-
-    def _remember(self, key: str, result: Disassembly) -> None:
-        if len(self._memory) >= _MEMORY_MAX:
-            self._memory.pop(next(iter(self._memory)))
-        self._memory[key] = result
 
     @staticmethod
     def _read(path: Path) -> Disassembly | None:

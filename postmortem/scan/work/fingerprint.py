@@ -3,7 +3,11 @@
 The hash covers the ELF header, every section header and the bytes of the tables (devices,
 contexts, modules, grids, SMs, CTAs, warps, lanes, constbanks, metadata), which is what a
 signature is computed from, never the memory or register sections, so a dump with gigabytes
-of memory costs only its tables. The file is memory-mapped and read through the same ELF
+of memory costs only its tables. A table, and the section header table, count by their
+CRC-32 (a section header holds its table's size and place): a fingerprint tells a changed dump from an unchanged one at the
+same path, size and time, which a CRC does at 3 GB/s where SHA-256 reads 350 MB/s (the
+lane tables of a dump of 86,016 lanes, 28 MB: 10 ms against 80), and it is no defence
+against a forger, who could as well rewrite the file's time. The file is memory-mapped and read through the same ELF
 layer as the reader (`postmortem.elf`); a table cut by the end of the file counts with the
 bytes it has. A gzip file is fingerprinted by its trailer (CRC-32 and size of the
 uncompressed data) and its first bytes, a zstd or xz file by its first 4 KiB and last 64
@@ -18,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import mmap
 import os
+import zlib
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -74,8 +79,14 @@ def _tables(file: BinaryIO, size: int, digest: Any) -> bool:
             return False
         sections = Sections(mapped, header, size)
         table_end = header.shoff + header.section_count * SECTION_HEADER_SIZE
-        digest.update(mapped[:64] + mapped[header.shoff : table_end])
+        # A dump of many warps has as many section headers as tables (11 MB of 28): by CRC too.
+        digest.update(mapped[:64])
+        digest.update(_crc(memoryview(mapped)[header.shoff : table_end]))
         for index in np.flatnonzero(np.isin(sections.type, _TABLES)).tolist():
-            digest.update(sections.data(index))
+            digest.update(_crc(sections.data(index)))
         del sections  # its buffer is the map, which closes here
     return True
+
+
+def _crc(data: Any) -> bytes:
+    return zlib.crc32(data).to_bytes(4, "little")
