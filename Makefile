@@ -1,4 +1,4 @@
-.PHONY: help demo test lint format fixtures golden bench scanbench fuzz corpus
+.PHONY: help demo test lint format fixtures golden bench scanbench fuzz corpus schemas
 help: ## list the targets
 	@grep -E '^[a-z]+:.*## ' Makefile | sed 's/:.*## /\t/'
 demo: ## install into .venv and run postmortem on the bundled sample dump
@@ -27,3 +27,5 @@ fuzz: ## fuzz reader, analysis and reports with 100,000 structure-aware mutants 
 	.venv/bin/python -m tests.fuzz.text_campaign -n $(or $(N),100000) --seed $(or $(SEED),1)
 corpus: ## fetch the pinned production-kernel wheels (hash-checked, cached outside the tree), extract their sm_90 cubins, rewrite fixtures/corpus (TRITON_PYTHON= recompiles the Triton kernel)
 	.venv/bin/python fixtures/builder/fetch_corpus.py $(if $(TRITON_PYTHON),--triton-python $(TRITON_PYTHON))
+schemas: ## regenerate the shipped JSON Schemas from dev/schemas (one source per definition; review the diff)
+	.venv/bin/python -m dev.schemas

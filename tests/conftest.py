@@ -17,6 +17,12 @@ import pytest
 
 from postmortem.errors import ToolFailed, ToolNotFound
 from postmortem.tools import find_tool
+from tests.schemacheck import (  # noqa: F401  (hooks: each JSON output checked by its schema)
+    pytest_runtest_call,
+    pytest_runtest_setup,
+    pytest_runtest_teardown,
+    pytest_sessionfinish,
+)
 from tests.tooling import (
     DUMPS,
     HYPOTHESIS_PROFILES,
