@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from postmortem._version import __version__
 from postmortem.config import cache_folder
 from postmortem.demangle import collapse_templates, demangle, heading_name
+from postmortem.report.shortnames import brief_text
 from postmortem.report.textsafe import BIDI_AND_SEPARATORS, escape_controls
 from postmortem.report.values import UNKNOWN, UNKNOWN_KERNEL, dim3_text, hex_text, size_text
 
@@ -125,20 +126,34 @@ def _md_escaped(found: re.Match[str]) -> str:
 
 def md_prose(value: object) -> str:
     """Prose whose backquoted parts are code (a command to run, an assert's condition): each
-    `…` becomes a code span, the rest is `md_text`. Unpaired backquotes stay text."""
-    parts = (UNKNOWN if value is None else str(value)).split("`")
-    if len(parts) % 2 == 0:
-        return md_text(value)
-    return "".join(md_code(part) if n % 2 else md_text(part) for n, part in enumerate(parts))
+    `…` becomes a code span, the rest is `md_text`. With an unpaired backquote, each word
+    that holds one (SASS's branch target `` `(.L_x_10) ``) is a code span of its own, so no
+    backquote is left in the prose; a lone backquote stays text."""
+    text = UNKNOWN if value is None else str(value)
+    parts = text.split("`")
+    if len(parts) % 2:
+        return "".join(md_code(part) if n % 2 else md_text(part) for n, part in enumerate(parts))
+    words = _WORD_WITH_BACKQUOTE.split(text)
+    return "".join(
+        md_code(w) if n % 2 and w.strip("`") else md_text(w) for n, w in enumerate(words)
+    )
+
+
+_WORD_WITH_BACKQUOTE = re.compile(r"(\S*`\S*)")
 
 
 def html_prose(value: object) -> Any:
     """`md_prose` for HTML: each `…` a <code> element, everything escaped."""
     from markupsafe import Markup, escape
 
-    parts = (UNKNOWN if value is None else str(value)).split("`")
-    if len(parts) % 2 == 0:
-        return escape(value)
+    text = UNKNOWN if value is None else str(value)
+    parts = text.split("`")
+    if len(parts) % 2 == 0:  # as md_prose: each word holding the unpaired backquote is code
+        parts = _WORD_WITH_BACKQUOTE.split(text)
+        return Markup("").join(
+            Markup("<code>%s</code>") % w if n % 2 and w.strip("`") else escape(w)
+            for n, w in enumerate(parts)
+        )
     return Markup("").join(
         Markup("<code>%s</code>") % part if n % 2 else escape(part) for n, part in enumerate(parts)
     )
@@ -239,6 +254,7 @@ def _environment(text: bool, color: bool) -> jinja2.Environment:
     env.filters["kernel"] = _kernel
     env.filters["brief"] = lambda name: collapse_templates(str(name))
     env.filters["brief_counts"] = brief_counts
+    env.filters["brief_text"] = brief_text
     return env
 
 
