@@ -36,6 +36,7 @@ from postmortem.host.reader import host_log_problem
 from postmortem.report.render import formats, render
 from postmortem.report.textsafe import escape_controls
 from postmortem.scan.engines.choose import check_engine, choose_engine
+from postmortem.scan.events.sentry import sentry_target
 from postmortem.scan.fleet.known.load import load_known
 from postmortem.scan.fleet.owners import load_owners
 from postmortem.scan.outputs.ci.github import github_run, github_run_of
@@ -43,7 +44,6 @@ from postmortem.scan.outputs.ci.policy import FailOn, failing
 from postmortem.scan.outputs.ci.write import CiMode, CiOutputs, write_ci_outputs
 from postmortem.scan.outputs.incident import incident_view
 from postmortem.scan.outputs.index import build_index, signature_view
-from postmortem.scan.events.sentry import sentry_target
 from postmortem.scan.progress import ProgressBar
 from postmortem.scan.run import ScanOptions, ScanResult, run_scan
 from postmortem.scan.since import parse_since

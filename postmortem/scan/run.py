@@ -21,6 +21,7 @@ from postmortem.errors import ScanCacheError, ToolNotFound
 from postmortem.scan.discover.beside import with_neighbours
 from postmortem.scan.discover.local import Candidate, iter_dumps
 from postmortem.scan.engines.choose import EngineChoice, open_engine
+from postmortem.scan.events.sentry import SentrySink, SentryTarget
 from postmortem.scan.fleet.group import CoarseGroup, Group, coarse_groups, group_rows
 from postmortem.scan.fleet.hardware import Gpu, join_xids, judge_fleet
 from postmortem.scan.fleet.known.judge import mark_groups
@@ -28,7 +29,6 @@ from postmortem.scan.fleet.known.model import KnownCrashes
 from postmortem.scan.fleet.owners import OwnerRule, owners_of
 from postmortem.scan.fleet.runs import with_runs
 from postmortem.scan.fleet.xid import find_host_xids
-from postmortem.scan.events.sentry import SentrySink, SentryTarget
 from postmortem.scan.row import DumpRow, RowStatus, error_row
 from postmortem.scan.store.cache import FileState, ScanCache
 from postmortem.scan.store.history import ScanHistory, apply_history

@@ -4,10 +4,11 @@ The hash covers the ELF header, every section header and the bytes of the tables
 contexts, modules, grids, SMs, CTAs, warps, lanes, constbanks, metadata), which is what a
 signature is computed from, never the memory or register sections, so a dump with gigabytes
 of memory costs only its tables. A table, and the section header table, count by their
-CRC-32 (a section header holds its table's size and place): a fingerprint tells a changed dump from an unchanged one at the
-same path, size and time, which a CRC does at 3 GB/s where SHA-256 reads 350 MB/s (the
-lane tables of a dump of 86,016 lanes, 28 MB: 10 ms against 80), and it is no defence
-against a forger, who could as well rewrite the file's time. The file is memory-mapped and read through the same ELF
+CRC-32 (a section header holds its table's size and place): a fingerprint tells a changed
+dump from an unchanged one at the same path, size and time, which a CRC does at 3 GB/s
+where SHA-256 reads 350 MB/s (the tables of a dump of 86,016 lanes, 28 MB: 10 ms against
+80), and it is no defence against a forger, who could as well rewrite the file's time. The
+file is memory-mapped and read through the same ELF
 layer as the reader (`postmortem.elf`); a table cut by the end of the file counts with the
 bytes it has. A gzip file is fingerprinted by its trailer (CRC-32 and size of the
 uncompressed data) and its first bytes, a zstd or xz file by its first 4 KiB and last 64

@@ -21,10 +21,10 @@ from postmortem.analysis.fleet.signature import Signature
 from postmortem.demangle import brief_name
 from postmortem.errors import ScanOutputError
 from postmortem.report.textsafe import escape_controls
+from postmortem.scan.events.triage import cut_report
 from postmortem.scan.fleet.group import Group
 from postmortem.scan.fleet.known.model import Mark
 from postmortem.scan.outputs.ci.policy import FailOn, fails, mark_of
-from postmortem.scan.events.triage import cut_report
 
 SUMMARY_LIMIT_BYTES = 1_000_000
 """A step's summary holds at most 1 MiB: ours stays under it with room for the note."""
