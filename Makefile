@@ -1,4 +1,4 @@
-.PHONY: help demo test lint format fixtures golden bench scanbench fuzz corpus schemas
+.PHONY: help demo test lint format fixtures golden bench scanbench fuzz corpus schemas docs
 help: ## list the targets
 	@grep -E '^[a-z]+:.*## ' Makefile | sed 's/:.*## /\t/'
 demo: ## install into .venv and run postmortem on the bundled sample dump
@@ -29,3 +29,5 @@ corpus: ## fetch the pinned production-kernel wheels (hash-checked, cached outsi
 	.venv/bin/python fixtures/builder/fetch_corpus.py $(if $(TRITON_PYTHON),--triton-python $(TRITON_PYTHON))
 schemas: ## regenerate the shipped JSON Schemas from dev/schemas (one source per definition; review the diff)
 	.venv/bin/python -m dev.schemas
+docs: ## build the manual (docs/) as a site in site/, strictly: a broken link fails
+	.venv/bin/python -m mkdocs build --strict

@@ -662,7 +662,7 @@ def signature(
     """Print the crash signature of each CORE and the components it is made of.
 
     The signature is what `postmortem scan` groups dumps by: exception, normalized kernel,
-    offset of the fault in the kernel and the top in-app inline frames; see the README.
+    offset of the fault in the kernel and the top in-app inline frames; see docs/scan.md.
     Exit status: 0 done, 2 a CORE could not be read (the others are still printed).
 
     \b

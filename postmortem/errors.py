@@ -383,7 +383,7 @@ class ConfigError(PostmortemError):
     def __str__(self) -> str:
         return f"{self.path}: {self.reason}"
 
-    hint = "fix or remove the setting; see the README, Settings"
+    hint = "fix or remove the setting; see docs/settings.md"
 
 
 @dataclass(eq=False)
