@@ -82,13 +82,11 @@ from postmortem.errors import (
     PostmortemError,
     TriggerTimedOut,
 )
+from postmortem.report.formats import suffix_of
 from postmortem.report.textsafe import escape_controls
 
 if TYPE_CHECKING:
     from postmortem.analysis.analyze import AnalysisMode, AnalyzeOptions
-
-REPORT_SUFFIX = {"md": ".md", "html": ".html", "json": ".json", "text": ".txt"}
-"""What a report's name adds to its dump's name, per format."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -457,7 +455,7 @@ def _report(
     options = replace(report.options, host_logs=logs, mode=mode)
     analysis = analyze_dump(dump, options)
     text = report_text(analysis, report.fmt)
-    target = dump.with_name(dump.name + REPORT_SUFFIX[report.fmt])
+    target = dump.with_name(dump.name + suffix_of(report.fmt))
     _write(target, text)
     terminal = text if report.fmt == "text" else report_text(analysis, "text")
     return target, terminal.split("\n\n", 1)[0]

@@ -29,6 +29,7 @@ from postmortem.errors import NoGpuState, PostmortemError
 from postmortem.findings import Finding, FindingCode
 from postmortem.model import Device, Module, TimeSource
 from postmortem.report.context import build_report
+from postmortem.report.formats import suffix_of
 from postmortem.report.render import report_text
 from postmortem.report.values import version_or_none
 from postmortem.scan.build import build_key
@@ -39,7 +40,6 @@ from postmortem.scan.work.instruction import InstructionMemo
 from postmortem.scan.work.lean import lean_analysis
 from postmortem.urls import DumpUrl
 
-REPORT_SUFFIXES = {"text": "txt", "md": "md", "html": "html", "json": "json"}
 REPORT_FAILED = "cannot write its report"
 """How the error of a row whose dump was read but whose report could not be written starts;
 such rows are not cached, so the next scan tries again."""
@@ -89,8 +89,7 @@ def report_path(dump: str, options: WorkOptions) -> Path | None:
         return None
     stem = re.sub(r"[^A-Za-z0-9._-]+", "_", Path(dump).name)[:80]
     tag = hashlib.sha256(dump.encode("utf-8", "surrogateescape")).hexdigest()[:8]
-    suffix = REPORT_SUFFIXES[options.report_format]
-    return options.reports_dir / f"{stem}-{tag}.{suffix}"
+    return options.reports_dir / f"{stem}-{tag}{suffix_of(options.report_format)}"
 
 
 def scan_dump(path: Path, options: WorkOptions, name: str | None = None) -> DumpRow:
