@@ -135,8 +135,6 @@ LAYER_OF: dict[str, str] = {
     "postmortem.extract": "commands",
     "postmortem.commands": "commands",
     "postmortem.cli": "cli",
-    "postmortem.cli_triage": "cli",
-    "postmortem.options": "cli",
     "postmortem.__main__": "cli",
 }
 
