@@ -2,22 +2,14 @@
 
 from __future__ import annotations
 
+import os
 import sys
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
 import click
-
-from postmortem.cli.options import source_options, tool_options
-from postmortem.errors import BadOption
-from postmortem.report.formats import ANALYZE_FORMATS, format_of
-from postmortem.report.textsafe import escape_controls
-
-if TYPE_CHECKING:
-    from postmortem.analysis.analyze import AnalyzeOptions
-    from postmortem.analysis.fault.source import PathMap
-    from postmortem.commands import ToolSettings
 
 from postmortem.cli.common import (
     check_core,
@@ -31,6 +23,14 @@ from postmortem.cli.common import (
     wants_color,
     warn,
 )
+from postmortem.cli.options import ToolSettings, analyze_options, source_options, tool_options
+from postmortem.errors import BadOption, ExitStatus
+from postmortem.report.formats import ANALYZE_FORMATS, format_of
+from postmortem.report.textsafe import escape_controls
+
+if TYPE_CHECKING:
+    from postmortem.analysis.analyze import AnalyzeOptions
+    from postmortem.analysis.fault.source import PathMap
 
 
 @click.command()
@@ -142,14 +142,6 @@ def analyze(
     core = cores[0]
     output = file_or_stdout(output)
     fmt = fmt or (format_of(output) if output is not None else None) or "text"
-    from postmortem.commands import (
-        analyze_options,
-        analyze_text,
-        check_host_logs,
-        check_output,
-        write_output,
-    )
-
     if output is not None:
         guarded(debug, lambda: check_output(output))
     if host_logs:
@@ -179,7 +171,6 @@ def _incident(
     debug: bool,
 ) -> NoReturn:
     """`analyze` of several dumps: the incident report, then the exit status it asks for."""
-    from postmortem.commands import incident_text, write_output
 
     if sentry_dsn:
         why = "sends one dump's event; for several, use `postmortem scan --sentry-dsn`"
@@ -191,3 +182,94 @@ def _incident(
         guarded(debug, lambda: write_output(output, text))
         click.echo(f"report written to {escape_controls(str(output))}", err=True)
     sys.exit(status)
+
+
+def analyze_text(
+    core: Path,
+    options: AnalyzeOptions,
+    fmt: str,
+    *,
+    color: bool,
+    verbose: bool,
+    sentry_dsn: str | None = None,
+    warn: Callable[[str], None] | None = None,
+) -> str:
+    """The report `postmortem analyze` writes; with `sentry_dsn`, the dump's event is sent
+    there too, and `warn` is told when Sentry did not take it."""
+    from postmortem.analysis.analyze import analyze_dump
+    from postmortem.report.render import report_text
+
+    target = None
+    if sentry_dsn:
+        from postmortem.scan.events.sentry import sentry_target
+
+        target = sentry_target(sentry_dsn)  # before the work: a bad DSN is an error
+    analysis = analyze_dump(core, options)
+    if target is not None:
+        from postmortem.scan.events.sentry import send_analysis
+
+        warning = send_analysis(core, analysis, options, target)
+        if warning is not None and warn is not None:
+            warn(warning)
+    return report_text(analysis, fmt, color=color, verbose=verbose)
+
+
+def incident_text(
+    cores: Sequence[Path], options: AnalyzeOptions, fmt: str, *, color: bool
+) -> tuple[str, ExitStatus]:
+    """The incident report `postmortem analyze CORE...` writes for several dumps, and its exit
+    status: OK; SCAN_ERRORS when some dumps could not be read; BAD_INPUT when none could."""
+    from postmortem.analysis.fleet.analyze import analyze_incident
+    from postmortem.analysis.fleet.incident import Role
+    from postmortem.report.incident import build_incident_report
+    from postmortem.report.render import render
+
+    incident = analyze_incident(cores, options)
+    text = render("incident", build_incident_report(incident), fmt, color=color)
+    unreadable = sum(1 for row in incident.rows if row.role is Role.UNREADABLE)
+    if not unreadable:
+        return text, ExitStatus.OK
+    all_failed = unreadable == len(incident.rows)
+    return text, ExitStatus.BAD_INPUT if all_failed else ExitStatus.SCAN_ERRORS
+
+
+def check_output(path: Path) -> None:
+    """Refuse, before any work, an output file that cannot be written.
+
+    Raises:
+        BadOption: `path` is a folder, or its folder is missing or not writable.
+    """
+    if path.is_dir():
+        raise BadOption("-o", f"{path} is a folder")
+    folder = path.parent
+    if not folder.is_dir():
+        raise BadOption("-o", f"{path}: the folder {folder} does not exist")
+    if not os.access(folder, os.W_OK) and not os.access(path, os.W_OK):
+        raise BadOption("-o", f"{path}: the folder {folder} is not writable")
+
+
+def check_host_logs(paths: Sequence[Path]) -> None:
+    """Refuse, before any work, a host log that cannot be read.
+
+    Raises:
+        BadOption: a log is missing, a folder, not a file or a pipe, or not readable.
+    """
+    from postmortem.host.reader import host_log_problem
+
+    for path in paths:
+        problem = host_log_problem(path)
+        if problem is not None:
+            raise BadOption("--host-log", f"{path}: {problem}")
+
+
+def write_output(path: Path, text: str) -> None:
+    """Write a report to `path`.
+
+    Raises:
+        BadOption: the file cannot be written (a device that is full, a read-only file).
+    """
+    try:
+        with path.open("w", encoding="utf-8") as file:
+            file.write(text)
+    except OSError as error:
+        raise BadOption("-o", f"{path}: cannot write: {error.strerror or error}") from None

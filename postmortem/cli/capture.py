@@ -4,15 +4,8 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import click
-
-from postmortem.cli.options import tool_options
-from postmortem.errors import BadOption
-
-if TYPE_CHECKING:
-    from postmortem.commands import ToolSettings
 
 from postmortem.cli.common import (
     debug_option,
@@ -22,6 +15,8 @@ from postmortem.cli.common import (
     raiser,
     report_format_option,
 )
+from postmortem.cli.options import ToolSettings, analyze_options, tool_options
+from postmortem.errors import BadOption
 
 
 @click.command(context_settings={"allow_interspersed_args": False})
@@ -111,7 +106,6 @@ def capture(
         print_env_command,
     )
     from postmortem.capture.environment import CaptureSettings
-    from postmortem.commands import analyze_options
 
     settings = CaptureSettings(
         dump_dir, full, hang or hang_after is not None, sglang, kernel_api_log

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import click
@@ -31,9 +32,36 @@ def debug(core: Path, cuda_gdb: Path | None, gdb_args: tuple[str, ...], debug: b
     if isinstance(core, DumpUrl):
         reason = f"{core} is a URL: cuda-gdb reads local files (copy the dump here first)"
         guarded(debug, raiser(BadOption("CORE", reason)))
-    from postmortem.commands import debug_dump
 
     def warn(line: str) -> None:
         click.echo(escape_controls(f"warning: {line}"), err=True)
 
     sys.exit(guarded(debug, lambda: debug_dump(core, gdb_args, cuda_gdb, warn)))
+
+
+def debug_dump(
+    core: Path, gdb_args: Sequence[str], cuda_gdb: Path | None, warn: Callable[[str], None]
+) -> int:
+    """Open `core` in cuda-gdb for the user; a compressed dump as its decompressed copy, which
+    lives as long as cuda-gdb runs; `warn` is told first when this cuda-gdb is known not to
+    read the dump. Returns cuda-gdb's exit status."""
+    from postmortem.analysis.crosscheck import gdb_cannot_read
+    from postmortem.coredump import open_coredump
+    from postmortem.coredump.elf import MappedFile
+    from postmortem.errors import PostmortemError
+    from postmortem.gdb.run import debug_interactively
+    from postmortem.summary import summarize
+    from postmortem.tools import find_tool, tool_version
+
+    with open_coredump(core) as dump:
+        try:
+            summary = summarize(dump)
+        except PostmortemError:  # nothing to hold cuda-gdb's version against: let it try
+            summary = None
+        version = tool_version(find_tool("cuda-gdb", cuda_gdb))
+        cannot = gdb_cannot_read(version, summary) if summary is not None else None
+        if cannot is not None:
+            # The user asked for it: say what to expect, then open it all the same.
+            warn(cannot.replace(" not run: ", " may not read this dump: ", 1))
+        local = dump.file.child_path() if isinstance(dump.file, MappedFile) else core
+        return debug_interactively(local, gdb_args, cuda_gdb=cuda_gdb)

@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from postmortem.cli.common import check_core, core_argument, debug_option, guarded, storage_option
+from postmortem.report.textsafe import escape_controls
 
 
 @click.command()
@@ -26,6 +27,18 @@ def extract(core: Path, out_dir: Path, force: bool, debug: bool) -> None:
     """
 
     check_core(core, debug)
-    from postmortem.commands import extract_text
 
     click.echo(guarded(debug, lambda: extract_text(core, out_dir, force)), nl=False)
+
+
+def extract_text(core: Path, out_dir: Path, force: bool) -> str:
+    """Write the cubins of `core` into `out_dir`; what `postmortem extract` prints."""
+    from postmortem.coredump import open_coredump
+    from postmortem.extract import extract_cubins, index_entries
+    from postmortem.report.render import render
+
+    with open_coredump(core) as dump:
+        written = extract_cubins(dump, out_dir, force=force)
+    where = escape_controls(str(out_dir))
+    index = render("extract", index_entries(written), "text")
+    return index + f"{len(written)} cubin(s) written to {where}\n"

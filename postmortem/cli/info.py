@@ -32,7 +32,19 @@ def info(core: Path, fmt: str, as_json: bool, debug: bool) -> None:
       postmortem info core.nvcudmp --format json
     """
     check_core(core, debug)
-    from postmortem.commands import info_text
 
     json_wanted = as_json or fmt == "json"
     click.echo(guarded(debug, lambda: info_text(core, json_wanted)), nl=False)
+
+
+def info_text(core: Path, as_json: bool) -> str:
+    """What `postmortem info` prints."""
+    from postmortem.coredump import open_coredump
+    from postmortem.report.info import build_info
+    from postmortem.report.render import render
+    from postmortem.summary import summarize
+
+    with open_coredump(core) as dump:
+        summary = summarize(dump)
+        dump.file.check_unchanged()  # an object replaced while read: no summary
+    return render("info", build_info(summary), "json" if as_json else "text")

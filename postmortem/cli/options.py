@@ -1,7 +1,7 @@
 """The option groups several commands share, declared once with one help text each.
 
 `tool_options` gives a command the external tools (--no-disasm, --nvdisasm, --no-gdb,
---cuda-gdb) as one `tools` argument, a `postmortem.commands.ToolSettings`; `source_options`
+--cuda-gdb) as one `tools` argument, a `ToolSettings`; `source_options`
 gives it --source-dir and --map-path. Nothing here imports more than click: `--help` stays
 as cheap as `postmortem.cli` (tests/unit/test_cli_imports.py).
 """
@@ -9,13 +9,15 @@ as cheap as `postmortem.cli` (tests/unit/test_cli_imports.py).
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
 if TYPE_CHECKING:
+    from postmortem.analysis.analyze import AnalyzeOptions
     from postmortem.analysis.fault.source import PathMap
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -36,7 +38,6 @@ def tool_options(*, gdb: bool = True) -> Callable[[F], F]:
     def decorate(command: F) -> F:
         @functools.wraps(command)
         def with_tools(*args: Any, **values: Any) -> Any:
-            from postmortem.commands import ToolSettings
 
             no_disasm, nvdisasm = values.pop("no_disasm"), values.pop("nvdisasm")
             no_gdb, cuda_gdb = values.pop("no_gdb", True), values.pop("cuda_gdb", None)
@@ -118,3 +119,57 @@ def _tool_origin(param: str, value: Path | None) -> str | None:
         origin = settings.origin(param.replace("_", "-")) if settings is not None else None
         return origin or flag
     return flag
+
+
+@dataclass(frozen=True, slots=True)
+class ToolSettings:
+    """The external tools' options, as every command takes them."""
+
+    no_disasm: bool = False
+    nvdisasm: Path | None = None
+    no_gdb: bool = False
+    cuda_gdb: Path | None = None
+    timeout: float | None = None
+    """Seconds each tool may run; None: the library's default."""
+    source_dirs: tuple[Path, ...] = ()
+    path_maps: tuple[PathMap, ...] = ()
+    nvdisasm_origin: str | None = None
+    """What chose `nvdisasm`: ``--nvdisasm``, or the settings file that named it."""
+    cuda_gdb_origin: str | None = None
+
+
+def analyze_options(
+    tools: ToolSettings,
+    window: int | None = None,
+    mode: str = "auto",
+    host_logs: Sequence[Path] = (),
+    redact: bool = True,
+) -> AnalyzeOptions:
+    """The `AnalyzeOptions` of a command's tool settings (built here once, for every command);
+    `host_logs` are joined to every dump analyzed, their secrets hidden unless not `redact`."""
+    from postmortem.analysis.analyze import AnalysisMode, AnalyzeOptions
+    from postmortem.analysis.fault.fault import LocalizeOptions
+
+    # A relative path in a line table is looked up in --source-dir, then in the folder the
+    # command runs in, named here: a Dask worker runs elsewhere but looks in the same place.
+    localize = LocalizeOptions(
+        source_dirs=(*tools.source_dirs, *_here()), path_maps=tools.path_maps,
+        disassemble=not tools.no_disasm, nvdisasm=tools.nvdisasm,
+        nvdisasm_origin=tools.nvdisasm_origin,
+    )  # fmt: skip
+    if window is not None:
+        localize = replace(localize, window=window)
+    if tools.timeout is not None:
+        localize = replace(localize, timeout=tools.timeout)
+    return AnalyzeOptions(
+        localize, mode=AnalysisMode(mode), cuda_gdb=not tools.no_gdb, cuda_gdb_path=tools.cuda_gdb,
+        cuda_gdb_origin=tools.cuda_gdb_origin, host_logs=tuple(host_logs), redact=redact,
+    )  # fmt: skip
+
+
+def _here() -> tuple[Path, ...]:
+    # The folder the command runs in; none when it was deleted under it.
+    try:
+        return (Path.cwd(),)
+    except OSError:
+        return ()

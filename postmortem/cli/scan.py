@@ -9,13 +9,6 @@ from typing import TYPE_CHECKING
 
 import click
 
-from postmortem.cli.options import source_options, tool_options
-from postmortem.report.formats import ANALYZE_FORMATS, SCAN_FORMATS, format_of
-
-if TYPE_CHECKING:
-    from postmortem.analysis.fault.source import PathMap
-    from postmortem.commands import ToolSettings
-
 from postmortem.cli.common import (
     debug_option,
     file_or_stdout,
@@ -24,6 +17,12 @@ from postmortem.cli.common import (
     sentry_option,
     storage_option,
 )
+from postmortem.cli.options import ToolSettings, analyze_options, source_options, tool_options
+from postmortem.report.formats import ANALYZE_FORMATS, SCAN_FORMATS, format_of
+
+if TYPE_CHECKING:
+    from postmortem.analysis.fault.source import PathMap
+
 
 FAIL_ON = ("new", "regressed", "any", "never")
 """`scan --fail-on`: `postmortem.scan.outputs.ci.policy.FailOn`, spelled here so that --help
@@ -211,7 +210,6 @@ def scan(
       postmortem scan s3://bucket/dumps/ --since 24h
       postmortem scan artifacts/ --known known-crashes.toml --fail-on new --junit crashes.xml
     """
-    from postmortem.commands import analyze_options
     from postmortem.scan import command as scan_cli
     from postmortem.scan.outputs.ci.policy import FailOn
     from postmortem.scan.outputs.ci.write import CiMode

@@ -9,14 +9,12 @@ from typing import TYPE_CHECKING
 
 import click
 
-from postmortem.cli.options import source_options, tool_options
+from postmortem.cli.common import debug_option, dump_paths, guarded, storage_option, text_or_json
+from postmortem.cli.options import ToolSettings, analyze_options, source_options, tool_options
 from postmortem.errors import ExitStatus
 
 if TYPE_CHECKING:
     from postmortem.analysis.fault.source import PathMap
-    from postmortem.commands import ToolSettings
-
-from postmortem.cli.common import debug_option, dump_paths, guarded, storage_option, text_or_json
 
 
 @click.command()
@@ -51,7 +49,6 @@ def signature(
       postmortem signature core.nvcudmp
       postmortem signature dumps/*.nvcudmp --format json
     """
-    from postmortem.commands import analyze_options
     from postmortem.scan import command as scan_cli
 
     options = analyze_options(replace(tools, path_maps=path_maps))

@@ -3,15 +3,8 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import click
-
-from postmortem.cli.options import tool_options
-from postmortem.report.textsafe import escape_controls
-
-if TYPE_CHECKING:
-    from postmortem.commands import ToolSettings
 
 from postmortem.cli.common import (
     debug_option,
@@ -20,6 +13,8 @@ from postmortem.cli.common import (
     no_analyze_option,
     report_format_option,
 )
+from postmortem.cli.options import ToolSettings, analyze_options, tool_options
+from postmortem.report.textsafe import escape_controls
 
 
 @click.command()
@@ -110,7 +105,6 @@ def trigger(
     """
     from postmortem.capture.command import ReportSettings, TriggerRequest, trigger_dump
     from postmortem.capture.watch import WatchSpec
-    from postmortem.commands import analyze_options
 
     spec = WatchSpec(on_line, log, metrics, quiet_for, deadline)
     watching = watch or spec.armed  # a condition given arms the watch by itself

@@ -10,7 +10,7 @@ from pathlib import Path
 
 HEAVY = (
     "numpy", "jinja2", "postmortem.analysis", "postmortem.coredump", "postmortem.cubin",
-    "postmortem.gdb", "postmortem.scan", "postmortem.report.render", "postmortem.commands",
+    "postmortem.gdb", "postmortem.scan", "postmortem.report.render",
     "ray.", "distributed.",
 )  # fmt: skip
 
@@ -60,7 +60,7 @@ def test_import_postmortem_loads_only_errors_and_version():
 
 def test_a_command_still_loads_what_it_needs():
     # The probe can see heavy modules: the same run with a real command finds them.
-    action = "from postmortem.commands import info_text; import postmortem.coredump.survey_bulk"
+    action = "from postmortem.cli.info import info_text; import postmortem.coredump.survey_bulk"
     assert "numpy" in _heavy_modules(action)
 
 

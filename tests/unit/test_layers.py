@@ -133,7 +133,6 @@ LAYER_OF: dict[str, str] = {
     "postmortem.scan.command": "commands",
     "postmortem.capture": "commands",
     "postmortem.extract": "commands",
-    "postmortem.commands": "commands",
     "postmortem.cli": "cli",
     "postmortem.__main__": "cli",
 }
