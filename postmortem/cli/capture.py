@@ -99,13 +99,9 @@ def capture(
       postmortem capture --check --hang
       postmortem capture --check --pid 12345
     """
-    from postmortem.capture.command import (
-        ReportSettings,
-        capture_command,
-        check_command,
-        print_env_command,
-    )
     from postmortem.capture.environment import CaptureSettings
+    from postmortem.capture.reporting import ReportSettings
+    from postmortem.capture.session import capture_command, check_command, print_env_command
 
     settings = CaptureSettings(
         dump_dir, full, hang or hang_after is not None, sglang, kernel_api_log

@@ -103,7 +103,8 @@ def trigger(
       postmortem trigger --pid 12345 --watch --metrics heartbeat --quiet-for 60
       postmortem trigger --pid 12345 --watch --deadline 3600
     """
-    from postmortem.capture.command import ReportSettings, TriggerRequest, trigger_dump
+    from postmortem.capture.on_demand import TriggerRequest, trigger_dump
+    from postmortem.capture.reporting import ReportSettings
     from postmortem.capture.watch import WatchSpec
 
     spec = WatchSpec(on_line, log, metrics, quiet_for, deadline)

@@ -1,18 +1,7 @@
-"""What `postmortem capture` and `postmortem trigger` do, for `postmortem.cli`.
-
-capture: plan the variables, run the command with its output kept, find the dumps it wrote,
-analyze each with the host log attached, and write each report beside its dump. trigger: find
-a process's pipe, write the trigger, wait for the dump, analyze it as a hang. Both say what
-they do on standard error, one line at a time, prefixed ``postmortem:``; a dump that cannot
-be analyzed gets its one-line error and the others are still analyzed.
-
-`trigger --watch` and `capture --hang-after` first wait for a hang (`capture/watch.py`), then
-write the trigger once. A dump that was asked for (by the watch, or by a serving engine whose
-"Triggered CUDA user coredump for PID N" line is in the host log) is analyzed as a hang.
-
-Before COMMAND starts, the environment it would get is checked (`capture/checks.py`): an error
-(a dump asked for that would not be written) refuses to start it, a warning is said. `--check`
-prints the whole verdict instead, for the plan or for a running process (`--pid`).
+"""What `postmortem capture` does: plan the variables, check the environment the command
+would get, run it with its output kept (and, with --hang-after, a watch that triggers a dump
+once its output falls silent), find the dumps it wrote, and analyze each with the host log
+attached. `--print-env` and `--check` print the plan and the verdict instead.
 """
 
 from __future__ import annotations
@@ -23,8 +12,7 @@ import socket
 import sys
 import threading
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -42,7 +30,6 @@ from postmortem.capture.dumps import (
     matching_pipes,
     named_files,
     unique,
-    wait_for_dump,
 )
 from postmortem.capture.environment import (
     DUMP_NAME,
@@ -55,23 +42,15 @@ from postmortem.capture.environment import (
     sanitizer_warning,
 )
 from postmortem.capture.trigger import (
-    check_fifo,
     cwd_of_pid,
     environ_of_pid,
-    find_pipe,
-    is_fifo,
     pid_of_pipe,
-    process_cwd,
-    process_environment,
     trigger,
 )
 from postmortem.capture.verdict import describe_check, problem_lines
 from postmortem.capture.watch import (
     Activity,
     SilenceCondition,
-    WatchSpec,
-    arm,
-    check_spec,
     process_alive,
     watch,
 )
@@ -80,30 +59,13 @@ from postmortem.errors import (
     ExitStatus,
     OutputUnwritable,
     PostmortemError,
-    TriggerTimedOut,
 )
-from postmortem.report.formats import suffix_of
 from postmortem.report.textsafe import escape_controls
 
 if TYPE_CHECKING:
-    from postmortem.analysis.analyze import AnalysisMode, AnalyzeOptions
+    pass
 
-
-@dataclass(frozen=True, slots=True)
-class ReportSettings:
-    """Whether and how each dump found is analyzed."""
-
-    options: AnalyzeOptions
-    """The tools and limits, as every command builds them (`commands.analyze_options`)."""
-    fmt: str = "md"
-    """The reports' format: md, html, json or text."""
-    analyze: bool = True
-    """False (`--no-analyze`): list the dumps only."""
-
-
-def say(line: str) -> None:
-    """One line on standard error, prefixed, with control characters escaped."""
-    click.echo(escape_controls(f"postmortem: {line}"), err=True)
+from postmortem.capture.reporting import ReportSettings, report_dumps, say
 
 
 def print_env_command(settings: CaptureSettings) -> str:
@@ -192,93 +154,13 @@ def capture_command(
         dump: AnalysisMode.HANG if dump_pid(dump, pattern) in hang_pids else report.options.mode
         for dump in dumps
     }
-    reports = _reports(dumps, report, logs, modes)
+    reports = report_dumps(dumps, report, logs, modes)
     # What the on-call engineer reads first, then where the whole of it is.
     for _, summary in reports:
         click.echo(summary, err=True)
     for path, _ in reports:
         say(f"report: {path}")
     return child.exit_status
-
-
-@dataclass(frozen=True, slots=True)
-class TriggerRequest:
-    """What `postmortem trigger` was asked for."""
-
-    pipe: Path | None
-    """The pipe to write to; None: the pipe of process `pid`."""
-    pid: int | None
-    """The process to dump; None: read from the pipe's name when it follows a known one."""
-    dump_dir: Path
-    """Where `capture` puts pipes, dumps and host logs."""
-    dump_glob: str | None = None
-    """Where the dump will appear; None: the process's `CUDA_COREDUMP_FILE`, else capture's."""
-    timeout: float = 10.0
-    """Seconds to wait for a process to read the pipe (and to take the trigger)."""
-    wait: float = 300.0
-    """Seconds to wait for the dump to be written."""
-    watch: WatchSpec | None = None
-    """Trigger only once one of its conditions holds; None: at once."""
-
-
-def trigger_dump(request: TriggerRequest, report: ReportSettings) -> Path:
-    """Trigger a dump, wait for it, analyze it as a hang; the report's path (the dump's when
-    not analyzed).
-
-    Raises:
-        BadOption: neither or both of a pipe and a pid, or watch options that do not go
-            together.
-        PipeNotFound, NotAFifo, UnreadableFile: no pipe to write to, or no file to watch.
-        TriggerTimedOut: nobody took the trigger, or no dump was written in time, or the
-            watched process ended before the watch fired.
-        PostmortemError: the dump cannot be analyzed, or its report written.
-    """
-    from postmortem.analysis.analyze import AnalysisMode
-
-    pipe, pid = request.pipe, request.pid
-    if (pipe is None) == (pid is None):
-        raise BadOption("PIPE", "give the pipe, or --pid PID, not both")
-    if request.watch is not None:
-        check_spec(request.watch)
-    if pipe is None:
-        assert pid is not None
-        pipe = find_pipe(pid, request.dump_dir, os.environ)
-    pid = pid if pid is not None else pid_of_pipe(pipe)
-    if request.watch is not None:
-        _watch_process(request.watch, pipe, pid)
-    triggered = trigger(pipe, request.timeout)
-    say(f"triggered a dump through {pipe}")
-    globs = [request.dump_glob] if request.dump_glob else _dump_globs(pid, request.dump_dir)
-    with _WaitLine(request.wait) as progress:
-        dump = wait_for_dump(globs, since=triggered.at, timeout=request.wait, progress=progress)
-    say(f"dump written: {dump}")
-    if not report.analyze:
-        return dump
-    host_log = request.dump_dir.absolute() / f"host.{pid}.log"
-    logs = (host_log,) if pid is not None and host_log.is_file() else ()
-    return _report(dump, report, logs, AnalysisMode.HANG)[0]
-
-
-def _watch_process(spec: WatchSpec, pipe: Path, pid: int | None) -> None:
-    """Wait until a condition of `spec` holds (said in one line).
-
-    Raises:
-        TriggerTimedOut: the process ended first (without a pid: its pipe went away).
-    """
-    check_fifo(pipe)  # the watch may last hours: a path that is not a pipe is said first
-    conditions = arm(spec, time.monotonic())
-    if pid is not None:
-        alive, who = process_alive(pid), f"process {pid}"
-    else:
-        alive, who = (lambda: is_fifo(pipe)), f"the reader of {pipe}"
-    say(f"watching {who}; the dump is triggered on: {spec.describe()}")
-    started = time.monotonic()
-    fired = watch(conditions, alive)
-    if fired is None:
-        waited = round(time.monotonic() - started, 1)
-        ended = f"{who} ended" if pid is not None else f"{pipe} went away"
-        raise TriggerTimedOut(pipe, waited, f"{ended} before the watch fired; no dump taken")
-    say(f"watch fired after {fired.after_s:.1f} s: {fired.reason}")
 
 
 class _HangWatch:
@@ -398,103 +280,3 @@ def _kernel_api_logs(plan: EnvironmentPlan, folder: Path, since: float) -> list[
     return [
         p for p in found if (mtime := file_mtime(p)) is not None and mtime >= since - MTIME_SLACK_S
     ]
-
-
-def _dump_globs(pid: int | None, dump_dir: Path) -> list[str]:
-    """Where a triggered dump will be written: the process's own `CUDA_COREDUMP_FILE`, and
-    capture's name in `dump_dir`."""
-    host = socket.gethostname()
-    patterns = []
-    if pid is not None:
-        theirs = process_environment(pid).get("CUDA_COREDUMP_FILE")
-        if theirs:
-            cwd = process_cwd(pid) or Path.cwd()
-            patterns.append(theirs if os.path.isabs(theirs) else str(cwd / theirs))
-    patterns.append(str(dump_dir.absolute() / DUMP_NAME))
-    return [expand(p, host=host, pid=pid) for p in dict.fromkeys(patterns)]
-
-
-def _reports(
-    dumps: list[Path],
-    report: ReportSettings,
-    logs: tuple[Path, ...],
-    modes: dict[Path, AnalysisMode],
-) -> list[tuple[Path, str]]:
-    """A report beside each dump that can be analyzed (the others said in one line each), in
-    its mode (hang for a dump that was asked for); the reports written, each with its
-    on-call summary."""
-    if not report.analyze:
-        for dump in dumps:
-            say(f"dump: {dump}" + (" (a hang)" if modes[dump] == "hang" else ""))
-        return []
-    written = (_report_or_say(dump, report, logs, modes[dump]) for dump in dumps)
-    return [path for path in written if path is not None]
-
-
-def _report_or_say(
-    dump: Path, report: ReportSettings, logs: tuple[Path, ...], mode: AnalysisMode
-) -> tuple[Path, str] | None:
-    try:
-        return _report(dump, report, logs, mode)
-    except PostmortemError as error:
-        hint = f" (hint: {error.hint})" if error.hint else ""
-        say(f"error: {error}{hint}")
-    except Exception as error:  # a bug of ours: one line, and the other dumps still done
-        say(f"internal error: {type(error).__name__}: {error} ({dump})")
-    return None
-
-
-def _report(
-    dump: Path, report: ReportSettings, logs: tuple[Path, ...], mode: AnalysisMode
-) -> tuple[Path, str]:
-    """Analyze `dump` and write its report beside it; the report's path, and the on-call
-    summary that opens its text form (the dump's path, then the summary's lines)."""
-    from postmortem.analysis.analyze import analyze_dump
-    from postmortem.report.render import report_text
-
-    options = replace(report.options, host_logs=logs, mode=mode)
-    analysis = analyze_dump(dump, options)
-    text = report_text(analysis, report.fmt)
-    target = dump.with_name(dump.name + suffix_of(report.fmt))
-    _write(target, text)
-    terminal = text if report.fmt == "text" else report_text(analysis, "text")
-    return target, terminal.split("\n\n", 1)[0]
-
-
-def _write(path: Path, text: str) -> None:
-    try:
-        path.write_text(text, encoding="utf-8")
-    except OSError as error:
-        raise OutputUnwritable(path, error.strerror or str(error)) from None
-
-
-class _WaitLine:
-    """click's progress bar on standard error while the dump is awaited: how much of the wait
-    is spent, and the newest dump's size (on a terminal only; elsewhere one line)."""
-
-    def __init__(self, seconds: float) -> None:
-        self._seconds = seconds
-        self._start = time.monotonic()
-        self._done = 0
-        self._bar = click.progressbar(
-            length=max(1, round(seconds)), label="postmortem: waiting for the dump",
-            file=sys.stderr, width=0, show_percent=False, show_eta=False,
-            item_show_func=lambda item: item,
-        )  # fmt: skip
-
-    def __enter__(self) -> Callable[[Path | None, int], None]:
-        self._bar.__enter__()
-        return self._tick
-
-    def __exit__(self, *_: object) -> None:
-        self._bar.__exit__(None, None, None)
-
-    def _tick(self, newest: Path | None, size: int) -> None:
-        elapsed = min(round(time.monotonic() - self._start), self._bar.length or 1)
-        shown = f"{newest.name} {_size(size)}" if newest is not None else None
-        self._bar.update(elapsed - self._done, current_item=shown)
-        self._done = elapsed
-
-
-def _size(count: int) -> str:
-    return f"{count / 2**20:.1f} MiB" if count >= 2**20 else f"{count / 2**10:.0f} KiB"
