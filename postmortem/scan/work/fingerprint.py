@@ -8,11 +8,11 @@ CRC-32 (a section header holds its table's size and place): a fingerprint tells 
 dump from an unchanged one at the same path, size and time, which a CRC does at 3 GB/s
 where SHA-256 reads 350 MB/s (the tables of a dump of 86,016 lanes, 28 MB: 10 ms against
 80), and it is no defence against a forger, who could as well rewrite the file's time. The
-file is memory-mapped and read through the same ELF
-layer as the reader (`postmortem.elf`); a table cut by the end of the file counts with the
-bytes it has. A gzip file is fingerprinted by its trailer (CRC-32 and size of the
-uncompressed data) and its first bytes, a zstd or xz file by its first 4 KiB and last 64
-bytes (the xz index and footer, a zstd frame's checksum), never by decompressing it. A file
+file is memory-mapped and read through the same ELF layer as the reader (`postmortem.elf`);
+a table cut by the end of the file counts with the bytes it has. A gzip file is
+fingerprinted by its trailer (CRC-32 and size of the uncompressed data) and its first bytes,
+a zstd or xz file by its first 4 KiB and last 64 bytes (the xz index and footer, a zstd
+frame's checksum), never by decompressing it. A file
 whose ELF header or section header table cannot be read is fingerprinted by its first and
 last 64 KiB: broken dumps are cached too. Only a regular file is read: a FIFO or a device
 in a dump's place is refused before a byte is read (and a FIFO never blocks the open).
