@@ -46,12 +46,9 @@ def _fault_summary(faults: tuple[Fault, ...]) -> Json:
 
 
 def _plain(value: Any) -> Any:
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {
-            f.name: _plain(getattr(value, f.name))
-            for f in dataclasses.fields(value)
-            if f.name != "ref"
-        } | _extra(value)
+    names = _field_names(type(value))
+    if names is not None:
+        return {name: _plain(getattr(value, name)) for name in names} | _extra(value)
     if isinstance(value, Enum):
         return value.value
     if isinstance(value, dict):
@@ -59,6 +56,20 @@ def _plain(value: Any) -> Any:
     if isinstance(value, tuple | list):
         return [_plain(v) for v in value]
     return value
+
+
+_FIELD_NAMES: dict[type, tuple[str, ...] | None] = {}
+
+
+def _field_names(kind: type) -> tuple[str, ...] | None:
+    """A dataclass's fields but `ref`, looked up once per class (a dump's tables can hold
+    thousands of rows); None for anything else."""
+    if kind not in _FIELD_NAMES:
+        fields = dataclasses.fields(kind) if dataclasses.is_dataclass(kind) else None
+        _FIELD_NAMES[kind] = (
+            None if fields is None else tuple(f.name for f in fields if f.name != "ref")
+        )
+    return _FIELD_NAMES[kind]
 
 
 def _extra(value: Any) -> dict[str, Any]:

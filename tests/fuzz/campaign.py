@@ -2,12 +2,12 @@
 
 Mutants of every fixture dump (see `mutators.py`) go through the pipeline of `pipeline.py`
 in worker processes. Outcomes: `ok`; `error:<class>`, one of our own `PostmortemError`s
-(fine); and the failures: `crash:<type>`, `slow` (a step over the time limit: the worker
-is killed) and `memory` (RSS growth or tracemalloc peak over the memory limit, or
-MemoryError). The steps (pipeline.py) each open the dump and do one command's work.
-Exit status 1 when any mutant failed. A mutant is named by (dump, mutator, seed);
-`--replay DUMP MUTATOR SEED` runs it again and prints its traceback, and `--save DIR`
-writes the mutant file.
+(fine); and the failures: `crash:<type>`, `slow` (a step over the time limit in CPU time;
+the worker is killed at WALL_SLACK times it in wall time) and `memory` (RSS growth or
+tracemalloc peak over the memory limit, or MemoryError). The steps (pipeline.py) each open
+the dump and do one command's work. Exit status 1 when any mutant failed. A mutant is named
+by (dump, mutator, seed); `--replay DUMP MUTATOR SEED` runs it again and prints its
+traceback, and `--save DIR` writes the mutant file.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from pathlib import Path
 
 from tests.fuzz.mutant import build, dump_names, load_seed, mutators
 from tests.fuzz.pool import Pool, usable_cpus
-from tests.fuzz.worker import TRACE_SLOWDOWN, Limits, Result, Task
+from tests.fuzz.worker import TRACE_SLOWDOWN, WALL_SLACK, Limits, Result, Task
 
 REPLAY = ".venv/bin/python -m tests.fuzz.campaign --replay {triple}"
 _MIB = 1 << 20
@@ -111,7 +111,7 @@ class Summary:
         width = max((len(n) for n in self.by_mutator), default=0)
         lines += [f"  {n:<{width}}  {_counts(self.by_mutator[n])}" for n in sorted(self.by_mutator)]
         for label, worst, unit in (
-            ("step time", self.time, "s"),
+            ("step CPU time", self.time, "s"),
             (f"tracemalloc peak ({self.traced_count:,} traced)", self.traced, "MiB"),
             ("RSS growth (VmHWM)", self.rss, "MiB"),
         ):
@@ -122,7 +122,8 @@ class Summary:
                     f"{worst.result.task.triple}"
                 )
         lines.append(
-            f"limits: {limits.seconds:g} s per step (wall; x{TRACE_SLOWDOWN} when traced), "
+            f"limits: {limits.seconds:g} s per step (CPU; killed at x{WALL_SLACK} wall; "
+            f"x{TRACE_SLOWDOWN} when traced), "
             f"{limits.memory_bytes // _MIB} MiB of RSS growth or tracemalloc peak"
         )
         groups = self.signatures()

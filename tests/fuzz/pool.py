@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import wait
 from typing import Any
 
-from tests.fuzz.worker import TRACE_SLOWDOWN, Limits, Result, Task, serve
+from tests.fuzz.worker import TRACE_SLOWDOWN, WALL_SLACK, Limits, Result, Task, serve
 
 BUILD_SECONDS = 120.0
 """How long building and writing one mutant may take (a harness problem if longer)."""
@@ -119,7 +119,8 @@ class Pool:
         if worker.started is None:
             return worker.assigned + BUILD_SECONDS
         assert worker.task is not None
-        return worker.started + self.limits.seconds * (TRACE_SLOWDOWN if worker.task.trace else 1)
+        slowdown = TRACE_SLOWDOWN if worker.task.trace else 1
+        return worker.started + self.limits.seconds * slowdown * WALL_SLACK
 
     def _receive(self, worker: _Worker) -> Result | None:
         task = worker.task
@@ -150,5 +151,5 @@ class Pool:
         if worker.started is None:
             return Result(task, "crash:BuildTimeout", BUILD_SECONDS, message="harness")
         elapsed = time.monotonic() - worker.started
-        message = f"killed after {elapsed:.1f} s in step {worker.step}"
+        message = f"killed after {elapsed:.1f} s of wall clock in step {worker.step}"
         return Result(task, "slow", elapsed, elapsed, step=worker.step, message=message)

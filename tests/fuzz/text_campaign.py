@@ -215,7 +215,7 @@ def run(count: int, seed: int, limit_s: float, out: Callable[[str], None]) -> in
     started = time.perf_counter()
     for index in range(count):
         target = "hostlog" if index % 2 == 0 else "config"
-        began = time.perf_counter()
+        began = time.process_time()  # CPU: a loaded CI machine does not make a case slow
         try:
             if target == "hostlog":
                 check_hostlog(seed, index, logs)
@@ -224,10 +224,10 @@ def run(count: int, seed: int, limit_s: float, out: Callable[[str], None]) -> in
             problem = None
         except Exception:  # a case's own failure, reported with its replay command
             problem = traceback.format_exc(limit=-3)
-        took = time.perf_counter() - began
+        took = time.process_time() - began
         worst[target] = max(worst[target], took)
         if problem is None and took > limit_s:
-            problem = f"slow: {took:.2f} s (limit {limit_s} s)"
+            problem = f"slow: {took:.2f} s of CPU (limit {limit_s} s)"
         if problem is not None:
             failures += 1
             out(f"FAIL {REPLAY.format(target=target, seed=seed, index=index)}\n{problem}")
