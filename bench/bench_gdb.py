@@ -31,7 +31,7 @@ DUMPS = ROOT / "fixtures" / "dumps"
 def native(path: Path) -> None:
     with open_coredump(path) as core:
         summarize(core)
-        localize(core, LocalizeOptions(disassemble=False))
+        localize(core, LocalizeOptions(nvdisasm=False))
 
 
 def timed(action, repeat: int) -> float:  # type: ignore[no-untyped-def]

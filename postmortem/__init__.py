@@ -10,8 +10,8 @@ Two levels of API. The reader: what the dump holds, no tool needed.
 The analysis: what `postmortem analyze` reports, as typed, frozen data.
 
 >>> from pathlib import Path
->>> from postmortem import AnalyzeOptions, analyze_dump
->>> analysis = analyze_dump(Path("core.nvcudmp"), AnalyzeOptions(cuda_gdb=False))
+>>> from postmortem import AnalyzeOptions, Tool, analyze_dump
+>>> analysis = analyze_dump(Path("core.nvcudmp"), AnalyzeOptions(cuda_gdb=Tool.OFF))
 >>> print(analysis.verdict.headline)
 
 `import postmortem` loads only the errors and the version: each other name is imported on
@@ -39,8 +39,11 @@ from postmortem.errors import (
 
 if TYPE_CHECKING:
     from postmortem.analysis.analyze import Analysis, AnalyzeOptions, analyze_dump
+    from postmortem.analysis.fault.fault import LocalizeOptions
+    from postmortem.analysis.fault.source import PathMap, SourcePaths
     from postmortem.codemap import CodeMap, find_faults
     from postmortem.coredump import Coredump, open_coredump
+    from postmortem.tools import Tool
 
 _LAZY: dict[str, str] = {
     # name: the module that defines it; keep in step with the TYPE_CHECKING imports above.
@@ -51,6 +54,10 @@ _LAZY: dict[str, str] = {
     "Analysis": "postmortem.analysis.analyze",
     "AnalyzeOptions": "postmortem.analysis.analyze",
     "analyze_dump": "postmortem.analysis.analyze",
+    "LocalizeOptions": "postmortem.analysis.fault.fault",
+    "PathMap": "postmortem.analysis.fault.source",
+    "SourcePaths": "postmortem.analysis.fault.source",
+    "Tool": "postmortem.tools",
 }
 
 __all__ = [
@@ -60,9 +67,13 @@ __all__ = [
     "CompressedDumpError",
     "Coredump",
     "CorruptSection",
+    "LocalizeOptions",
     "NotACudaCoredump",
     "NotAnElfFile",
+    "PathMap",
     "PostmortemError",
+    "SourcePaths",
+    "Tool",
     "ToolFailed",
     "ToolNotFound",
     "TruncatedDump",

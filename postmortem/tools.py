@@ -20,6 +20,7 @@ import shutil
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar, TypeAlias
 
 from postmortem._version import install_extra
 from postmortem.errors import ToolFailed, ToolNotFound
@@ -71,6 +72,43 @@ class ToolChoice:
     origin: str
     """What chose it: ``--nvdisasm``, ``user config FILE``, ``$POSTMORTEM_NVDISASM``,
     ``$PATH``, ``$CUDA_HOME/bin``, ``/usr/local/cuda/bin`` or ``nvidia wheel``."""
+
+
+ToolValue: TypeAlias = "Tool | bool | str | os.PathLike[str] | None"
+"""What a script may pass for a tool: a `Tool`, False (off), True or None (searched), or the
+path of the program."""
+
+
+@dataclass(frozen=True, slots=True)
+class Tool:
+    """How one external tool is to be used, as an option, a settings file or a script said:
+    not at all, the program someone named, or the first the search finds (module docstring)."""
+
+    run: bool = True
+    """False: the tool is not run (`--no-disasm`, `--no-gdb`)."""
+    path: str | Path | None = None
+    """The program someone named; None: searched for."""
+    origin: str | None = None
+    """What named `path`: ``--nvdisasm``, ``user config FILE``; None when nobody did."""
+
+    OFF: ClassVar[Tool]
+    """Not run."""
+
+    @classmethod
+    def of(cls, value: ToolValue) -> Tool:
+        """`value` as a `Tool` (see `ToolValue`)."""
+        if isinstance(value, Tool):
+            return value
+        if isinstance(value, bool) or value is None:
+            return cls(run=value is not False)
+        return cls(path=os.fspath(value))
+
+    def locate(self, name: str) -> ToolChoice:
+        """The program `name` runs as, and what chose it (`locate_tool`); raises ToolNotFound."""
+        return locate_tool(name, self.path, self.origin)
+
+
+Tool.OFF = Tool(run=False)
 
 
 def find_tool(name: str, explicit: str | os.PathLike[str] | None = None) -> Path:

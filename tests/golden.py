@@ -15,6 +15,7 @@ from pathlib import Path
 
 from postmortem.analysis.analyze import AnalyzeOptions, analyze_dump
 from postmortem.analysis.fault.fault import LocalizeOptions
+from postmortem.analysis.fault.source import SourcePaths
 from postmortem.report.context import build_report
 from postmortem.report.render import render
 
@@ -60,7 +61,8 @@ CASES = (
 def render_case(case: Case) -> dict[str, str]:
     """The case's report in every golden format (run from the repository root)."""
     options = AnalyzeOptions(
-        LocalizeOptions(window=6, source_dirs=(Path("fixtures/cu"),)), cuda_gdb=case.cuda_gdb
+        LocalizeOptions(window=6, sources=SourcePaths((Path("fixtures/cu"),))),
+        cuda_gdb=case.cuda_gdb,
     )
     report = build_report(analyze_dump(Path("fixtures/dumps") / f"{case.dump}.nvcudmp", options))
     for use in report["provenance"]:

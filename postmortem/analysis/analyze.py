@@ -35,7 +35,7 @@ from postmortem.host.redact import redact_strings
 from postmortem.model import Module, TextEnum
 from postmortem.salvage import dump_findings, lost_rows, lost_warps
 from postmortem.summary import DumpSummary, summarize
-from postmortem.tools import ToolChoice, locate_tool, tool_version
+from postmortem.tools import Tool, ToolChoice, tool_version
 from postmortem.urls import DumpUrl
 
 
@@ -55,11 +55,9 @@ class AnalyzeOptions:
 
     localize: LocalizeOptions = field(default_factory=LocalizeOptions)
     mode: AnalysisMode = AnalysisMode.AUTO
-    cuda_gdb: bool = True
-    """False: do not run cuda-gdb (`--no-gdb`)."""
-    cuda_gdb_path: str | Path | None = None
-    cuda_gdb_origin: str | None = None
-    """What chose `cuda_gdb_path` (an option, a settings file), for provenance."""
+    cuda_gdb: Tool = Tool()
+    """Which cuda-gdb to ask; off: none (`--no-gdb`; a script may pass False, or a path:
+    `Tool.of`)."""
     host_logs: tuple[Path, ...] = ()
     """What the host wrote around the crash (`--host-log`), read and joined to the dump."""
     redact: bool = True
@@ -69,6 +67,7 @@ class AnalyzeOptions:
     def __post_init__(self) -> None:
         # A script may name the mode by its text ("hang"); an unknown one is a ValueError.
         object.__setattr__(self, "mode", AnalysisMode(self.mode))
+        object.__setattr__(self, "cuda_gdb", Tool.of(self.cuda_gdb))
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,7 +111,7 @@ def analyze_dump(path: Path, options: AnalyzeOptions | None = None) -> Analysis:
     with ThreadPoolExecutor(max_workers=1) as pool, open_coredump(path) as core:
 
         def start_gdb(summary: DumpSummary) -> Future[_GdbOutcome] | None:
-            if not options.cuda_gdb:
+            if not options.cuda_gdb.run:
                 return None
             # A compressed dump is given to cuda-gdb as the reader's decompressed copy.
             local = core.file.child_path() if isinstance(core.file, MappedFile) else path
@@ -176,9 +175,7 @@ def _analyze(
 
 def _nvdisasm_choice(localize: LocalizeOptions) -> ToolChoice | None:
     """The nvdisasm executable this analysis ran, and what chose it."""
-    if not localize.disassemble:
-        return None
-    return tool_choice("nvdisasm", localize.nvdisasm, localize.nvdisasm_origin)
+    return tool_choice("nvdisasm", localize.nvdisasm) if localize.nvdisasm.run else None
 
 
 def transfer_note(core: Coredump) -> str | None:
@@ -215,7 +212,7 @@ def _run_gdb(
     if isinstance(path, DumpUrl):
         return "cuda-gdb not run: it reads local files, and this dump is at a URL", None
     try:
-        choice = locate_tool("cuda-gdb", options.cuda_gdb_path, options.cuda_gdb_origin)
+        choice = options.cuda_gdb.locate("cuda-gdb")
     except ToolNotFound as error:
         return f"cuda-gdb not found, so no second opinion; {error.hint}", None
     # A cuda-gdb known not to read this dump would spend seconds saying nothing of it.

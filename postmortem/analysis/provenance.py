@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 from postmortem.analysis.crosscheck import CrossCheck
 from postmortem.analysis.fault.fault import FaultSite
@@ -15,7 +14,7 @@ from postmortem.cubin.nvinfo import ToolkitInfo
 from postmortem.errors import ToolNotFound
 from postmortem.findings import FindingCode
 from postmortem.model import Module
-from postmortem.tools import ToolChoice, locate_tool
+from postmortem.tools import Tool, ToolChoice
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,11 +87,11 @@ class ToolUse:
     a CUDA folder or the nvidia wheel (`postmortem.tools.ToolChoice.origin`)."""
 
 
-def tool_choice(name: str, explicit: str | Path | None, origin: str | None) -> ToolChoice | None:
+def tool_choice(name: str, tool: Tool) -> ToolChoice | None:
     """The executable a run of `name` uses with these settings, and what chose it; None when
     there is none (the run then says why)."""
     try:
-        return locate_tool(name, explicit, origin)
+        return tool.locate(name)
     except ToolNotFound:
         return None
 

@@ -30,7 +30,7 @@ from postmortem.report.textsafe import escape_controls
 
 if TYPE_CHECKING:
     from postmortem.analysis.analyze import AnalyzeOptions
-    from postmortem.analysis.fault.source import PathMap
+    from postmortem.analysis.fault.source import SourcePaths
 
 
 @click.command()
@@ -106,8 +106,7 @@ def analyze(
     output: Path | None,
     color: str,
     window: int,
-    source_dirs: tuple[Path, ...],
-    path_maps: tuple[PathMap, ...],
+    sources: SourcePaths,
     mode: str,
     tools: ToolSettings,
     timeout: float,
@@ -146,8 +145,8 @@ def analyze(
         guarded(debug, lambda: check_output(output))
     if host_logs:
         guarded(debug, lambda: check_host_logs(host_logs))
-    tools = replace(tools, timeout=timeout, source_dirs=source_dirs, path_maps=path_maps)
-    options = analyze_options(tools, window, mode, host_logs, redact=not no_redact)
+    tools = replace(tools, timeout=timeout)
+    options = analyze_options(tools, sources, window, mode, host_logs, redact=not no_redact)
     colored = fmt == "text" and output is None and wants_color(color, sys.stdout)
     if len(cores) > 1:
         _incident(cores, options, fmt, output, colored, sentry_dsn, debug)

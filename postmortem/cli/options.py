@@ -1,9 +1,10 @@
 """The option groups several commands share, declared once with one help text each.
 
 `tool_options` gives a command the external tools (--no-disasm, --nvdisasm, --no-gdb,
---cuda-gdb) as one `tools` argument, a `ToolSettings`; `source_options`
-gives it --source-dir and --map-path. Nothing here imports more than click: `--help` stays
-as cheap as `postmortem.cli` (tests/unit/test_cli_imports.py).
+--cuda-gdb) as one `tools` argument, a `ToolSettings` of one `Tool` each; `source_options`
+gives it --source-dir and --map-path as one `sources` argument, a `SourcePaths`. Nothing
+here imports more than click: `--help` stays as cheap as `postmortem.cli`
+(tests/unit/test_cli_imports.py).
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ import click
 
 if TYPE_CHECKING:
     from postmortem.analysis.analyze import AnalyzeOptions
-    from postmortem.analysis.fault.source import PathMap
+    from postmortem.analysis.fault.source import PathMap, SourcePaths
+    from postmortem.tools import Tool
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -39,14 +41,9 @@ def tool_options(*, gdb: bool = True) -> Callable[[F], F]:
         @functools.wraps(command)
         def with_tools(*args: Any, **values: Any) -> Any:
 
-            no_disasm, nvdisasm = values.pop("no_disasm"), values.pop("nvdisasm")
-            no_gdb, cuda_gdb = values.pop("no_gdb", True), values.pop("cuda_gdb", None)
-            tools = ToolSettings(
-                no_disasm, nvdisasm, no_gdb, cuda_gdb,
-                nvdisasm_origin=_tool_origin("nvdisasm", nvdisasm),
-                cuda_gdb_origin=_tool_origin("cuda_gdb", cuda_gdb),
-            )  # fmt: skip
-            return command(*args, tools=tools, **values)
+            nvdisasm = _tool(values.pop("no_disasm"), "nvdisasm", values.pop("nvdisasm"))
+            cuda_gdb = _tool(values.pop("no_gdb", True), "cuda_gdb", values.pop("cuda_gdb", None))
+            return command(*args, tools=ToolSettings(nvdisasm, cuda_gdb), **values)
 
         options = [
             click.option("--no-disasm", is_flag=True, help=_NO_DISASM_HELP),
@@ -72,13 +69,20 @@ def cuda_gdb_option(command: F) -> F:
 
 def source_options(*, dirs: bool = True) -> Callable[[F], F]:
     """--source-dir (with `dirs`) and --map-path: where the sources a line table names are,
-    as the command's `source_dirs` and `path_maps` arguments."""
+    handed to the command as one `sources` argument."""
 
     def decorate(command: F) -> F:
+        @functools.wraps(command)
+        def with_sources(*args: Any, **values: Any) -> Any:
+            from postmortem.analysis.fault.source import SourcePaths
+
+            found = SourcePaths(values.pop("source_dirs", ()), values.pop("path_maps"))
+            return command(*args, sources=found, **values)
+
         wrapped: Any = click.option(
             "--map-path", "path_maps", multiple=True, callback=_path_maps, metavar="OLD=NEW",
             help="Rewrite a build-machine path prefix in source paths (repeatable).",
-        )(command)  # fmt: skip
+        )(with_sources)  # fmt: skip
         if dirs:
             wrapped = click.option(
                 "--source-dir", "source_dirs", multiple=True,
@@ -105,6 +109,13 @@ def _path_maps(
         raise click.BadParameter(str(error)) from None
 
 
+def _tool(off: bool, param: str, value: Path | None) -> Tool:
+    """One tool as its two options set it: off, or the path named and what named it."""
+    from postmortem.tools import Tool
+
+    return Tool.OFF if off else Tool(path=value, origin=_tool_origin(param, value))
+
+
 def _tool_origin(param: str, value: Path | None) -> str | None:
     """What chose a tool path option's value: the option itself, or the settings file whose
     value click filled in (provenance names it)."""
@@ -125,21 +136,15 @@ def _tool_origin(param: str, value: Path | None) -> str | None:
 class ToolSettings:
     """The external tools' options, as every command takes them."""
 
-    no_disasm: bool = False
-    nvdisasm: Path | None = None
-    no_gdb: bool = False
-    cuda_gdb: Path | None = None
+    nvdisasm: Tool
+    cuda_gdb: Tool
     timeout: float | None = None
     """Seconds each tool may run; None: the library's default."""
-    source_dirs: tuple[Path, ...] = ()
-    path_maps: tuple[PathMap, ...] = ()
-    nvdisasm_origin: str | None = None
-    """What chose `nvdisasm`: ``--nvdisasm``, or the settings file that named it."""
-    cuda_gdb_origin: str | None = None
 
 
 def analyze_options(
     tools: ToolSettings,
+    sources: SourcePaths | None = None,
     window: int | None = None,
     mode: str = "auto",
     host_logs: Sequence[Path] = (),
@@ -149,21 +154,21 @@ def analyze_options(
     `host_logs` are joined to every dump analyzed, their secrets hidden unless not `redact`."""
     from postmortem.analysis.analyze import AnalysisMode, AnalyzeOptions
     from postmortem.analysis.fault.fault import LocalizeOptions
+    from postmortem.analysis.fault.source import SourcePaths
 
     # A relative path in a line table is looked up in --source-dir, then in the folder the
     # command runs in, named here: a Dask worker runs elsewhere but looks in the same place.
+    sources = sources or SourcePaths()
     localize = LocalizeOptions(
-        source_dirs=(*tools.source_dirs, *_here()), path_maps=tools.path_maps,
-        disassemble=not tools.no_disasm, nvdisasm=tools.nvdisasm,
-        nvdisasm_origin=tools.nvdisasm_origin,
-    )  # fmt: skip
+        sources=replace(sources, dirs=(*sources.dirs, *_here())), nvdisasm=tools.nvdisasm
+    )
     if window is not None:
         localize = replace(localize, window=window)
     if tools.timeout is not None:
         localize = replace(localize, timeout=tools.timeout)
     return AnalyzeOptions(
-        localize, mode=AnalysisMode(mode), cuda_gdb=not tools.no_gdb, cuda_gdb_path=tools.cuda_gdb,
-        cuda_gdb_origin=tools.cuda_gdb_origin, host_logs=tuple(host_logs), redact=redact,
+        localize, mode=AnalysisMode(mode), cuda_gdb=tools.cuda_gdb, host_logs=tuple(host_logs),
+        redact=redact,
     )  # fmt: skip
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sys
-from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -21,7 +20,7 @@ from postmortem.cli.options import ToolSettings, analyze_options, source_options
 from postmortem.report.formats import ANALYZE_FORMATS, SCAN_FORMATS, format_of
 
 if TYPE_CHECKING:
-    from postmortem.analysis.fault.source import PathMap
+    from postmortem.analysis.fault.source import SourcePaths
 
 
 FAIL_ON = ("new", "regressed", "any", "never")
@@ -170,8 +169,7 @@ def scan(
     jsonl: Path | None,
     since: str | None,
     timeout: float,
-    path_maps: tuple[PathMap, ...],
-    source_dirs: tuple[Path, ...],
+    sources: SourcePaths,
     rules: Path | None,
     name_patterns: tuple[str, ...],
     follow_symlinks: bool,
@@ -223,7 +221,7 @@ def scan(
         host_logs=host_logs, sentry_dsn=sentry_dsn, incident=incident, owners=owners,
         known=known, fail_on=FailOn(fail_on), ci=CiMode(ci_mode), junit=junit, tracker=tracker,
     )  # fmt: skip
-    options = analyze_options(replace(tools, source_dirs=source_dirs, path_maps=path_maps))
+    options = analyze_options(tools, sources)
     tty = sys.stderr.isatty()
     request = guarded(debug, lambda: scan_cli.scan_request(roots, settings, options, tty))
     result, text = guarded(debug, lambda: scan_cli.run(request))

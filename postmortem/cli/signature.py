@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sys
-from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -14,7 +13,7 @@ from postmortem.cli.options import ToolSettings, analyze_options, source_options
 from postmortem.errors import ExitStatus
 
 if TYPE_CHECKING:
-    from postmortem.analysis.fault.source import PathMap
+    from postmortem.analysis.fault.source import SourcePaths
 
 
 @click.command()
@@ -33,7 +32,7 @@ def signature(
     cores: tuple[Path, ...],
     fmt: str,
     as_json: bool,
-    path_maps: tuple[PathMap, ...],
+    sources: SourcePaths,
     rules: Path | None,
     tools: ToolSettings,
     debug: bool,
@@ -51,7 +50,7 @@ def signature(
     """
     from postmortem.scan import command as scan_cli
 
-    options = analyze_options(replace(tools, path_maps=path_maps))
+    options = analyze_options(tools, sources)
     request = scan_cli.SignatureRequest(options, rules, as_json or fmt == "json")
     text, errors = guarded(debug, lambda: scan_cli.signature_texts(cores, request))
     click.echo(text, nl=False)

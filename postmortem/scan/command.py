@@ -49,6 +49,7 @@ from postmortem.scan.run import ScanOptions, ScanResult, run_scan
 from postmortem.scan.since import parse_since
 from postmortem.scan.store.cache import default_cache_path
 from postmortem.scan.work.worker import WorkOptions
+from postmortem.tools import Tool
 
 INDEX_FORMATS = formats("scan")
 
@@ -186,7 +187,8 @@ def scan_request(
         except OSError as error:
             raise BadOption("--reports", f"{reports}: {error.strerror or error}") from None
     localize = replace(analyze.localize, timeout=min(settings.timeout_s, analyze.localize.timeout))
-    analyze = replace(analyze, localize=localize, cuda_gdb=analyze.cuda_gdb and reports is not None)
+    cuda_gdb = analyze.cuda_gdb if reports is not None else Tool.OFF
+    analyze = replace(analyze, localize=localize, cuda_gdb=cuda_gdb)
     work = WorkOptions(
         analyze, _rules(settings.rules), settings.name_patterns + DEFAULT_PATTERNS, reports,
         report_format, triage=sentry is not None, full_analysis=settings.incident,
@@ -273,7 +275,7 @@ def _signature_or_error(
 
 def signature_text(core: Path, request: SignatureRequest, rules: SignatureRules) -> str:
     """What `postmortem signature` prints for one dump; raises PostmortemError."""
-    signature = sign_dump(core, replace(request.analyze, cuda_gdb=False), rules)
+    signature = sign_dump(core, replace(request.analyze, cuda_gdb=Tool.OFF), rules)
     if request.as_json:
         view = {"path": str(core), **signature_view(signature)}
         return json.dumps(view, sort_keys=True) + "\n"
@@ -367,7 +369,7 @@ def scan_exit_status(result: ScanResult, fail_on: FailOn = FailOn.NEVER) -> Exit
 def sign_dump(path: Path, options: AnalyzeOptions, rules: SignatureRules) -> Signature:
     """The signature of one dump; raises PostmortemError when it cannot be read."""
     analysis = analyze_dump(path, options)
-    return compute_signature(signature_input(analysis), rules, options.localize.path_maps)
+    return compute_signature(signature_input(analysis), rules, options.localize.sources.maps)
 
 
 def render_signature(path: Path, signature: Signature) -> str:

@@ -35,7 +35,7 @@ from postmortem.scan.store.history import ScanHistory, apply_history
 from postmortem.scan.work.fingerprint import fingerprint
 from postmortem.scan.work.instruction import fill_instructions
 from postmortem.scan.work.worker import REPORT_FAILED, WorkOptions, report_path, with_names
-from postmortem.tools import find_tool, tool_version
+from postmortem.tools import Tool, tool_version
 from postmortem.urls import DumpUrl, absolute_path
 
 Progress = Callable[[int, int, int], None]
@@ -110,10 +110,11 @@ def settings_key(work: WorkOptions) -> str:
     localize = work.analyze.localize
     settings = [
         __version__, SIGNATURE_VERSION, work.rules.name, work.rules.digest,
-        _tool_identity("nvdisasm", localize.nvdisasm) if localize.disassemble else None,
-        [(m.old, m.new) for m in localize.path_maps], [str(d) for d in localize.source_dirs],
-        localize.disassemble, str(localize.nvdisasm), work.analyze.cuda_gdb,
-        str(work.analyze.cuda_gdb_path), list(work.name_patterns),
+        _tool_identity("nvdisasm", localize.nvdisasm) if localize.nvdisasm.run else None,
+        [(m.old, m.new) for m in localize.sources.maps],
+        [str(d) for d in localize.sources.dirs], localize.nvdisasm.run,
+        str(localize.nvdisasm.path), work.analyze.cuda_gdb.run,
+        str(work.analyze.cuda_gdb.path), list(work.name_patterns),
         str(work.reports_dir) if work.reports_dir else None,
         work.report_format if work.reports_dir else None,
         # Rows of the lean analysis carry the faulting GPU, SM and instruction.
@@ -122,9 +123,9 @@ def settings_key(work: WorkOptions) -> str:
     return hashlib.sha256(json.dumps(settings).encode()).hexdigest()[:16]
 
 
-def _tool_identity(name: str, explicit: str | Path | None) -> str:
+def _tool_identity(name: str, tool: Tool) -> str:
     try:
-        path = find_tool(name, explicit)
+        path = tool.locate(name).path
     except ToolNotFound:
         return "missing"
     return f"{path} {tool_version(path)}"

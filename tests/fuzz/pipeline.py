@@ -20,7 +20,7 @@ from postmortem.report.render import FORMATS, render
 from postmortem.summary import summarize
 from tests.walk import walk
 
-ANALYZE_OPTIONS = AnalyzeOptions(localize=LocalizeOptions(disassemble=False), cuda_gdb=False)
+ANALYZE_OPTIONS = AnalyzeOptions(localize=LocalizeOptions(nvdisasm=False), cuda_gdb=False)
 
 
 def _info(path: Path) -> None:

@@ -138,9 +138,7 @@ def _join(lines: list[str]) -> None:
     with tempfile.TemporaryDirectory(prefix="postmortem-fuzz-") as scratch:
         log = Path(scratch) / "host.log"
         log.write_text("\n".join(lines), errors="surrogateescape")
-        options = AnalyzeOptions(
-            LocalizeOptions(disassemble=False), cuda_gdb=False, host_logs=(log,)
-        )
+        options = AnalyzeOptions(LocalizeOptions(nvdisasm=False), cuda_gdb=False, host_logs=(log,))
         try:
             report = build_report(analyze_dump(DUMP, options))
         except PostmortemError:

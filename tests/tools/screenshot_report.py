@@ -23,6 +23,7 @@ sys.path.insert(0, str(REPO))
 
 from postmortem.analysis.analyze import AnalyzeOptions, analyze_dump  # noqa: E402
 from postmortem.analysis.fault.fault import LocalizeOptions  # noqa: E402
+from postmortem.analysis.fault.source import SourcePaths  # noqa: E402
 from postmortem.report.context import build_report  # noqa: E402
 from postmortem.report.render import render  # noqa: E402
 from tests.tools.browser import chromium, find_browser  # noqa: E402
@@ -34,7 +35,7 @@ WIDTH, HEIGHT = 1280, 1000
 
 def html_report(dump: Path) -> str:
     """The HTML report of `dump` (a path relative to the repository)."""
-    options = AnalyzeOptions(LocalizeOptions(source_dirs=(Path("fixtures/cu"),)))
+    options = AnalyzeOptions(LocalizeOptions(sources=SourcePaths((Path("fixtures/cu"),))))
     return render("analyze", build_report(analyze_dump(dump, options)), "html")
 
 

@@ -20,6 +20,7 @@ import pytest
 from postmortem import open_coredump
 from postmortem.analysis.analyze import AnalyzeOptions, analyze_dump
 from postmortem.analysis.fault.fault import FaultSite, LocalizeOptions, localize
+from postmortem.analysis.fault.source import SourcePaths
 from postmortem.analysis.fleet.signature import load_rules
 from postmortem.codemap import CodeMap
 from postmortem.cubin.elfimage import ElfImage
@@ -201,7 +202,7 @@ def test_the_non_relocated_image_is_read_when_every_relocated_copy_is_refused(
     truth = truth_of(DUMPS / "oob_store_memory.nvcudmp")["fault"]
     dump = _corrupt_code_alignment(corpus / "oob_store_memory.nvcudmp", tmp_path / "c.nvcudmp")
     # WHEN the fault is localized
-    (site,) = _sites(dump, nvdisasm, source_dirs=(FIXTURES / "cu",))
+    (site,) = _sites(dump, nvdisasm, sources=SourcePaths((FIXTURES / "cu",)))
     # THEN the listing comes from the non-relocated image, at function-relative offsets
     assert site.disassembly is not None and site.disassembly.image == NON_RELOCATED
     assert site.instruction is not None and site.offset == truth["offset"]
@@ -362,7 +363,7 @@ def test_hundreds_of_fault_sites_cost_one_nvdisasm_run_per_function(convention, 
     wrapper, log = _counting_nvdisasm(tmp_path, nvdisasm)
     # WHEN it is analyzed
     started = time.perf_counter()
-    analysis = _analyze(dump, wrapper, source_dirs=(FIXTURES / "cu",))
+    analysis = _analyze(dump, wrapper, sources=SourcePaths((FIXTURES / "cu",)))
     seconds = time.perf_counter() - started
     # THEN every PC is a site with its instruction and forensics
     assert len(analysis.sites) == pcs

@@ -38,7 +38,7 @@ def _truth(name: str) -> dict:
 
 
 def _analyze(name: str, disassemble: bool = True):
-    options = AnalyzeOptions(localize=LocalizeOptions(disassemble=disassemble), cuda_gdb=False)
+    options = AnalyzeOptions(localize=LocalizeOptions(nvdisasm=disassemble), cuda_gdb=False)
     return analyze_dump(FOREIGN / f"{name}.nvcudmp", options)
 
 

@@ -203,7 +203,7 @@ def test_build_provenance_tells_how_line_info_went_missing(
 def test_analysis_reports_each_faulting_modules_build(corpus: Path):
     analysis = analyze_dump(
         corpus / "oob_store_stripped.nvcudmp",
-        AnalyzeOptions(LocalizeOptions(disassemble=False), cuda_gdb=False),
+        AnalyzeOptions(LocalizeOptions(nvdisasm=False), cuda_gdb=False),
     )
     (build,) = analysis.builds
     assert build.kernels == ("_Z10oob_kernelPfif",)

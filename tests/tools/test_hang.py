@@ -16,6 +16,7 @@ import pytest
 
 from postmortem.analysis.analyze import AnalyzeOptions, analyze_dump
 from postmortem.analysis.fault.fault import LocalizeOptions
+from postmortem.analysis.fault.source import SourcePaths
 from postmortem.analysis.hang.barriers import barrier_kind
 from postmortem.cubin.sass import SassInstruction
 from tests.conftest import FIXTURES, dump_paths, truth_of
@@ -37,7 +38,7 @@ FAULTS = [p for p in dump_paths() if truth_of(p)["fault"] is not None]
 
 
 def analyze(path: Path, mode: str = "auto", disassemble: bool = True):
-    options = LocalizeOptions(disassemble=disassemble, source_dirs=(FIXTURES / "cu",))
+    options = LocalizeOptions(nvdisasm=disassemble, sources=SourcePaths((FIXTURES / "cu",)))
     return analyze_dump(path, AnalyzeOptions(options, mode=mode, cuda_gdb=False))
 
 

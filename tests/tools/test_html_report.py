@@ -19,6 +19,7 @@ import pytest
 
 from postmortem.analysis.analyze import AnalyzeOptions, analyze_dump
 from postmortem.analysis.fault.fault import LocalizeOptions
+from postmortem.analysis.fault.source import SourcePaths
 from postmortem.report.context import build_report
 from postmortem.report.render import render
 from tests.conftest import DUMPS, FIXTURES, dump_paths
@@ -54,7 +55,9 @@ def page_of(dump: Path, *, cuda_gdb: bool = True) -> str:
 
 @cache
 def _analyzed(dump: Path, cuda_gdb: bool) -> tuple[dict[str, Any], str]:
-    options = AnalyzeOptions(LocalizeOptions(source_dirs=(FIXTURES / "cu",)), cuda_gdb=cuda_gdb)
+    options = AnalyzeOptions(
+        LocalizeOptions(sources=SourcePaths((FIXTURES / "cu",))), cuda_gdb=cuda_gdb
+    )
     report = build_report(analyze_dump(dump, options))
     return report, render("analyze", report, "html")
 

@@ -129,7 +129,7 @@ def test_an_incident_page_of_many_ranks_fits_a_phone_and_paper(browser, tmp_path
         _fault_in(corpus, kernel, tmp_path / f"core_node.{4000 + n}.{T0 + n}.nvcudmp", T0 + n)
         for n in range(16)
     ]
-    options = AnalyzeOptions(LocalizeOptions(disassemble=False), cuda_gdb=False)
+    options = AnalyzeOptions(LocalizeOptions(nvdisasm=False), cuda_gdb=False)
     page = tmp_path / "incident.html"
     incident = build_incident_report(analyze_incident(paths, options))
     page.write_text(render("incident", incident, "html"), encoding="utf-8")

@@ -76,7 +76,7 @@ def test_cuda_gdb_names_the_same_function_where_it_names_one(transcript):
     dump = DUMPS / f"{transcript.name.split('__')[0]}.nvcudmp"
     # WHEN the dump's fault is localized from the line table alone
     with open_coredump(dump) as core:
-        site = localize(core, LocalizeOptions(disassemble=False))[0]
+        site = localize(core, LocalizeOptions(nvdisasm=False))[0]
     # THEN the frame at cuda-gdb's file and line carries cuda-gdb's function
     named = {
         (PurePosixPath(frame.file).name, frame.line): name.function

@@ -17,7 +17,7 @@ import pytest
 
 from postmortem import open_coredump
 from postmortem.analysis.fault.fault import LocalizeOptions, localize
-from postmortem.analysis.fault.source import PathMap
+from postmortem.analysis.fault.source import PathMap, SourcePaths
 from tests.conftest import FIXTURES, dump_paths, truth_of
 from tests.tooling import require_tool
 
@@ -78,7 +78,9 @@ def test_the_window_surrounds_the_fault(path: Path, corpus: Path, nvdisasm):
 
 def test_quoted_lines_are_the_marked_lines_of_the_source(corpus: Path, nvdisasm):
     with open_coredump(corpus / "cutlass_like.nvcudmp") as core:
-        (site,) = localize(core, LocalizeOptions(source_dirs=(SOURCES,), nvdisasm=nvdisasm))
+        (site,) = localize(
+            core, LocalizeOptions(sources=SourcePaths((SOURCES,)), nvdisasm=nvdisasm)
+        )
     assert len(site.quoted) >= 8
     assert all(q.text is not None for q in site.quoted), site.quoted
     assert re.search(r"//\s*@pm fault", site.quoted[0].text or "")
@@ -93,7 +95,7 @@ def test_build_paths_are_mapped_to_the_triage_machine(corpus: Path, nvdisasm):
         PathMap.parse(f"oob_store.cu={SOURCES}/oob_store.cu"),
     )
     with open_coredump(corpus / "oob_store.nvcudmp") as core:
-        (site,) = localize(core, LocalizeOptions(path_maps=maps, nvdisasm=nvdisasm))
+        (site,) = localize(core, LocalizeOptions(sources=SourcePaths(maps=maps), nvdisasm=nvdisasm))
     # THEN every frame is found without any --source-dir
     assert [q.reason for q in site.quoted] == [None] * len(site.quoted)
 
@@ -101,7 +103,7 @@ def test_build_paths_are_mapped_to_the_triage_machine(corpus: Path, nvdisasm):
 def test_missing_sources_are_said_not_guessed(corpus: Path, nvdisasm):
     with open_coredump(corpus / "oob_store.nvcudmp") as core:
         (site,) = localize(
-            core, LocalizeOptions(source_dirs=(Path("/nonexistent"),), nvdisasm=nvdisasm)
+            core, LocalizeOptions(sources=SourcePaths((Path("/nonexistent"),)), nvdisasm=nvdisasm)
         )
     assert {q.reason for q in site.quoted} == {"file not found"}
 
@@ -119,7 +121,7 @@ def test_without_nvdisasm_the_native_facts_stand(corpus: Path):
 
 def test_no_disasm_runs_no_tool(corpus: Path):
     with open_coredump(corpus / "oob_store.nvcudmp") as core:
-        (site,) = localize(core, LocalizeOptions(disassemble=False))
+        (site,) = localize(core, LocalizeOptions(nvdisasm=False))
     assert site.disassembly is None and site.function is not None
     assert site.diagnoses == ()
 
@@ -139,4 +141,4 @@ def test_a_pc_outside_every_module_is_diagnosed(tmp_path, corpus: Path, nvdisasm
 
 def test_a_hang_dump_has_no_fault_site(corpus: Path):
     with open_coredump(corpus / "hang_barrier.nvcudmp") as core:
-        assert localize(core, LocalizeOptions(disassemble=False)) == ()
+        assert localize(core, LocalizeOptions(nvdisasm=False)) == ()

@@ -138,7 +138,7 @@ def test_an_incident_of_many_ranks_fits_a_github_issue(tmp_path):
         )  # fmt: skip
         for rank in range(48)
     ]
-    options = AnalyzeOptions(LocalizeOptions(disassemble=False), cuda_gdb=False)
+    options = AnalyzeOptions(LocalizeOptions(nvdisasm=False), cuda_gdb=False)
     report = build_incident_report(analyze_incident(paths, options))
     headline = report["verdict"]["headline"]
     assert len(headline) > 2_000

@@ -14,7 +14,7 @@ import subprocess
 from functools import cache
 
 from postmortem.analysis.fault.inline import LINE_TABLE, SOURCE_FILE, SYMBOL_TABLE, cubin_chain
-from postmortem.analysis.fault.source import function_finder
+from postmortem.analysis.fault.source import SourcePaths, function_finder
 from postmortem.cubin.elfimage import ElfImage
 from postmortem.cubin.inspect import summarize_cubin
 from postmortem.cubin.lines import read_line_table
@@ -72,7 +72,7 @@ def test_the_line_table_names_the_kernel_for_the_inlined_helper():
 
 def test_a_helper_frame_is_named_from_its_def_when_the_source_is_found():
     kernel, table = _cubin()
-    function_at = function_finder([ROOT], [])
+    function_at = function_finder(SourcePaths((ROOT,)))
     for offset in _helper_offsets():
         # WHEN the chain is named with the source found under the repository root
         chain = cubin_chain(table, None, kernel, offset, function_at)
@@ -91,7 +91,7 @@ def test_a_helper_frame_is_named_from_its_def_when_the_source_is_found():
 def test_a_helper_frame_is_unnamed_when_the_source_is_not_found(tmp_path, monkeypatch):
     kernel, table = _cubin()
     monkeypatch.chdir(tmp_path)  # the table's relative path leads nowhere from here
-    for function_at in (None, function_finder([tmp_path], [])):
+    for function_at in (None, function_finder(SourcePaths((tmp_path,)))):
         for offset in _helper_offsets():
             chain = cubin_chain(table, None, kernel, offset, function_at)
             assert chain is not None
@@ -104,7 +104,7 @@ def test_a_helper_frame_is_unnamed_when_the_source_is_not_found(tmp_path, monkey
 def test_no_frame_is_ever_named_after_the_kernel_it_is_inlined_into(tmp_path, monkeypatch):
     kernel, table = _cubin()
     monkeypatch.chdir(tmp_path)
-    for function_at in (None, function_finder([ROOT], [])):
+    for function_at in (None, function_finder(SourcePaths((ROOT,)))):
         for row in table.rows(kernel.section_index):
             chain = cubin_chain(table, None, kernel, row.offset, function_at)
             assert chain is not None
@@ -121,7 +121,9 @@ def test_the_chain_files_and_lines_agree_with_nvdisasm():
     listing = parse_sass(subprocess.run(argv, capture_output=True, text=True, check=True).stdout)
     inlined = 0
     for instruction in listing.instructions:
-        chain = cubin_chain(table, None, kernel, instruction.offset, function_finder([ROOT], []))
+        chain = cubin_chain(
+            table, None, kernel, instruction.offset, function_finder(SourcePaths((ROOT,)))
+        )
         listed = [(f.file, f.line) for f in instruction.inline_chain]
         # THEN each renamed chain keeps the table's files and lines, which are nvdisasm's
         assert [(f.file, f.line) for f in chain.frames] == listed if chain else not listed
@@ -135,7 +137,9 @@ def _report_of_the_dump(source_dirs):
     from postmortem.report.context import build_report
     from tests.tooling import DUMPS
 
-    options = AnalyzeOptions(LocalizeOptions(source_dirs=source_dirs), cuda_gdb=False)
+    options = AnalyzeOptions(
+        LocalizeOptions(sources=SourcePaths(tuple(source_dirs))), cuda_gdb=False
+    )
     return build_report(analyze_dump(DUMPS / "triton_helper_fault.nvcudmp", options))
 
 

@@ -14,6 +14,7 @@ import pytest
 
 from postmortem.analysis.analyze import AnalyzeOptions, analyze_dump
 from postmortem.analysis.fault.fault import LocalizeOptions
+from postmortem.analysis.fault.source import SourcePaths
 from postmortem.analysis.hang.verdicts import model_findings
 from postmortem.analysis.hang.waitfor import build_model
 from postmortem.analysis.hang.waits import WaitKind, kernel_code_of
@@ -106,7 +107,9 @@ def hang(tmp_path: Path, name: str, grid_dim, blocks: list[BlockSpec], block_dim
     grid = GridSpec(1, module, grid_dim=grid_dim, block_dim=block_dim)
     spec = DumpSpec([DeviceSpec([module], [grid], blocks)], layout="r580")
     path = write_tiny_dump(tmp_path / f"{name}.nvcudmp", spec)
-    options = AnalyzeOptions(LocalizeOptions(source_dirs=(FIXTURES / "cu",)), cuda_gdb=False)
+    options = AnalyzeOptions(
+        LocalizeOptions(sources=SourcePaths((FIXTURES / "cu",))), cuda_gdb=False
+    )
     analysis = analyze_dump(path, options)
     assert analysis.hang is not None
     return analysis.hang

@@ -17,7 +17,7 @@ from tests.tinydump import (
     write_tiny_dump,
 )
 
-NATIVE = AnalyzeOptions(LocalizeOptions(disassemble=False), cuda_gdb=False)
+NATIVE = AnalyzeOptions(LocalizeOptions(nvdisasm=False), cuda_gdb=False)
 
 
 def _analyze(tmp_path, name, lanes):

@@ -29,7 +29,7 @@ def _device(blocks):
 def _census(tmp_path, devices):
     path = write_tiny_dump(tmp_path / "t.nvcudmp", DumpSpec(devices))
     with open_coredump(path) as core:
-        sites = localize(core, LocalizeOptions(disassemble=False))
+        sites = localize(core, LocalizeOptions(nvdisasm=False))
     return sites, fault_census(sites)
 
 

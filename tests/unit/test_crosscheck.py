@@ -126,7 +126,7 @@ def test_cuda_gdb_names_a_frame_only_where_the_line_table_did_not(tmp_path):
     # GIVEN a site whose chain (without line-table names) has store.cuh:10 innermost, as
     # cuda-gdb's bt says
     with open_coredump(_dump(tmp_path)) as core:
-        (site,) = localize(core, LocalizeOptions(disassemble=False))
+        (site,) = localize(core, LocalizeOptions(nvdisasm=False))
     chain = (SourceFrame("/build/include/store.cuh", 10), SourceFrame("oob_store.cu", 19))
     bare = replace(site, chain=chain, frame_names=(None, None))
     check = _check(tmp_path, _session())
@@ -144,7 +144,7 @@ def test_cuda_gdb_names_a_frame_only_where_the_line_table_did_not(tmp_path):
 def test_where_the_line_table_named_the_frame_cuda_gdb_checks_the_name(tmp_path):
     # GIVEN a site named by the line table (the tiny dump's cubin has -lineinfo)
     with open_coredump(_dump(tmp_path)) as core:
-        (site,) = localize(core, LocalizeOptions(disassemble=False))
+        (site,) = localize(core, LocalizeOptions(nvdisasm=False))
     assert site.frame_names[0] == FrameName(INLINED, "line table")
     check = _check(tmp_path, _session())
     # WHEN cuda-gdb's bt is put to use

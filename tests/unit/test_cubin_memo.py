@@ -21,7 +21,7 @@ from postmortem.scan.work.worker import WorkOptions, scan_dump
 from postmortem.summary import summarize
 from tests.conftest import DUMPS, FIXTURES, dump_paths
 
-NATIVE = AnalyzeOptions(LocalizeOptions(disassemble=False), cuda_gdb=False)
+NATIVE = AnalyzeOptions(LocalizeOptions(nvdisasm=False), cuda_gdb=False)
 CUBINS = sorted((FIXTURES / "cubins").glob("*.cubin"))
 
 

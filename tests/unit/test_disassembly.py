@@ -5,6 +5,7 @@ from __future__ import annotations
 from postmortem import open_coredump
 from postmortem.analysis.fault.disassembly import disassemble_function, quoted
 from postmortem.analysis.fault.fault import LocalizeOptions
+from postmortem.analysis.fault.source import SourcePaths
 from postmortem.codemap import CodeMap
 from postmortem.cubin.sass import SourceFrame
 from postmortem.findings import FindingCode
@@ -39,8 +40,8 @@ def test_quotes_are_worked_out_once_per_code_map(tmp_path):
     chain = (SourceFrame("k.cu", 2),)
     with open_coredump(write_tiny_dump(tmp_path / "t.nvcudmp", spec)) as core:
         code_map = CodeMap(core)
-        first = quoted(code_map, chain, (tmp_path,), ())
+        first = quoted(code_map, chain, SourcePaths((tmp_path,)))
         assert [q.text for q in first] == ["two"]
         (tmp_path / "k.cu").write_text("changed\nsince\n")
-        assert quoted(code_map, chain, (tmp_path,), ()) is first
-        assert [q.text for q in quoted(CodeMap(core), chain, (tmp_path,), ())] == ["since"]
+        assert quoted(code_map, chain, SourcePaths((tmp_path,))) is first
+        assert [q.text for q in quoted(CodeMap(core), chain, SourcePaths((tmp_path,)))] == ["since"]

@@ -23,7 +23,7 @@ from tests.tinydump import (
     write_tiny_dump,
 )
 
-NATIVE = LocalizeOptions(disassemble=False)
+NATIVE = LocalizeOptions(nvdisasm=False)
 FAULT = cubin("oob_store").fault["offset"]
 
 

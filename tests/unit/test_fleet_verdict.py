@@ -33,7 +33,7 @@ BAD_GPU = "node-07/0000:3a:00.0"
 
 
 def _scan(folder: Path) -> ScanResult:
-    work = WorkOptions(AnalyzeOptions(LocalizeOptions(disassemble=False), cuda_gdb=False),
+    work = WorkOptions(AnalyzeOptions(LocalizeOptions(nvdisasm=False), cuda_gdb=False),
                        load_rules())  # fmt: skip
     return run_scan([folder], ScanOptions(work, jobs=1, cache_path=None))
 

@@ -50,7 +50,7 @@ def _hang(tmp_path, options, extra_warps=()):
 
 
 def test_warps_are_grouped_by_kernel_and_pc_most_lanes_first(tmp_path):
-    hang = _hang(tmp_path, LocalizeOptions(disassemble=False))
+    hang = _hang(tmp_path, LocalizeOptions(nvdisasm=False))
     summary = [(g.grid_id, g.kernel, g.offset, g.warps, g.lanes, g.blocks) for g in hang.groups]
     assert summary == [(1, KERNEL, SPIN, 4, 128, 2), (1, KERNEL, BARRIER, 2, 64, 2)]
     # AND without instructions no barrier, loop or deadlock pattern is claimed
@@ -60,7 +60,7 @@ def test_warps_are_grouped_by_kernel_and_pc_most_lanes_first(tmp_path):
 
 
 def test_without_disassembly_the_hang_analysis_says_it_is_limited(tmp_path):
-    (note,) = _hang(tmp_path, LocalizeOptions(disassemble=False)).notes
+    (note,) = _hang(tmp_path, LocalizeOptions(nvdisasm=False)).notes
     assert (note.code, note.severity) == (FindingCode.HANG_LIMITED, Severity.INFO)
     assert note.message == "nvdisasm not run (--no-disasm): no instructions, no barrier detection"
 
@@ -78,7 +78,7 @@ def test_warps_of_no_grid_or_of_an_unknown_grid_are_noted(tmp_path):
     # GIVEN a warp whose CTA row names no grid, and one of a grid the dump does not hold
     nameless = WarpPcs(0, None, None, 4, 0, ((0x40, 32),), ())
     unknown = WarpPcs(0, 9, (0, 0, 0), 4, 1, ((0x40, 32),), ())
-    hang = _hang(tmp_path, LocalizeOptions(disassemble=False), (nameless, unknown))
+    hang = _hang(tmp_path, LocalizeOptions(nvdisasm=False), (nameless, unknown))
     # THEN the first is left out, the second grouped with no kernel, and both are noted
     # (the notes of each grid in grid order)
     assert [n.message for n in hang.notes] == [

@@ -62,7 +62,7 @@ def _sites(tmp_path, block=(5, 0, 0)):
     ).instructions
     with open_coredump(write_tiny_dump(tmp_path / "t.nvcudmp", DumpSpec([device]))) as core:
         code_map = CodeMap(core)
-        sites = localize(core, LocalizeOptions(disassemble=False), code_map)
+        sites = localize(core, LocalizeOptions(nvdisasm=False), code_map)
         return tuple(replace(s, forensics=examine(core, code_map, s.faults, store)) for s in sites)
 
 

@@ -32,7 +32,7 @@ from tests.tinydump import (
 )
 from tests.tooling import invoke
 
-NATIVE = AnalyzeOptions(LocalizeOptions(disassemble=False), cuda_gdb=False)
+NATIVE = AnalyzeOptions(LocalizeOptions(nvdisasm=False), cuda_gdb=False)
 T0 = 1_767_225_600  # 2026-01-01T00:00:00Z
 
 

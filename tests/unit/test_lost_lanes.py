@@ -35,7 +35,7 @@ from tests.tinydump import (
 
 FAULT = cubin("oob_store").fault["offset"]
 LANES = ".cudbg.lntbl.dev0.sm3.cta0.wp2"
-OPTIONS = AnalyzeOptions(LocalizeOptions(disassemble=False), cuda_gdb=False)
+OPTIONS = AnalyzeOptions(LocalizeOptions(nvdisasm=False), cuda_gdb=False)
 
 
 def _dump(tmp_path, layout="r580", sm_exception=None):

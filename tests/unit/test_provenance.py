@@ -85,7 +85,7 @@ def test_a_missing_nvdisasm_is_the_reason_there_is_no_listing(tmp_path):
         "table only",
     )  # fmt: skip
     skipped = tool_uses(
-        "0.1.0", _sites(tmp_path, LocalizeOptions(disassemble=False)), None, None, None
+        "0.1.0", _sites(tmp_path, LocalizeOptions(nvdisasm=False)), None, None, None
     )
     assert skipped[1].note == "not run"
 

@@ -94,7 +94,7 @@ def test_line_info_that_cannot_be_decoded_is_a_warning_and_the_chain_is_left_out
     # WHEN the fault is localized (no tool) and the dump's findings are read
     with open_coredump(path) as core:
         code_map = CodeMap(core)
-        (site,) = localize(core, LocalizeOptions(disassemble=False), code_map)
+        (site,) = localize(core, LocalizeOptions(nvdisasm=False), code_map)
         findings = dump_findings(core, code_map)
     # THEN the site has no chain rather than a wrong one, and a warning says why
     assert site.chain == () and site.function is not None

@@ -31,7 +31,7 @@ T0 = 1_763_000_000
 
 
 def _scan(folder: Path, cache: Path, since: float | None = None) -> ScanResult:
-    work = WorkOptions(AnalyzeOptions(LocalizeOptions(disassemble=False), cuda_gdb=False),
+    work = WorkOptions(AnalyzeOptions(LocalizeOptions(nvdisasm=False), cuda_gdb=False),
                        load_rules())  # fmt: skip
     return run_scan([folder], ScanOptions(work, jobs=1, cache_path=cache, since=since))
 
@@ -136,7 +136,7 @@ def test_history_reaches_the_json_lines_and_every_format(tmp_path):
 
 def test_without_a_cache_there_is_no_history(tmp_path):
     _add(tmp_path / "dumps", "oob_store", 0, 1)
-    work = WorkOptions(AnalyzeOptions(LocalizeOptions(disassemble=False), cuda_gdb=False),
+    work = WorkOptions(AnalyzeOptions(LocalizeOptions(nvdisasm=False), cuda_gdb=False),
                        load_rules())  # fmt: skip
     result = run_scan([tmp_path / "dumps"], ScanOptions(work, jobs=1, cache_path=None))
     assert result.history is None and result.groups[0].history is None

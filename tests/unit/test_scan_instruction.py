@@ -107,7 +107,7 @@ def test_a_signature_scan_with_nvdisasm_off_runs_no_tool(tmp_path, refusing_nvdi
     tool, log = refusing_nvdisasm
     _fleet(tmp_path / "dumps", 3)
     options = _options(tool, tmp_path / "cache.sqlite")
-    localize = replace(options.work.analyze.localize, disassemble=False)
+    localize = replace(options.work.analyze.localize, nvdisasm=False)
     work = replace(options.work, analyze=replace(options.work.analyze, localize=localize))
     # WHEN they are scanned
     result = run_scan([tmp_path / "dumps"], replace(options, work=work))

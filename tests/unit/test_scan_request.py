@@ -16,10 +16,10 @@ TOOLS = AnalyzeOptions(LocalizeOptions(timeout=120.0), cuda_gdb=True)
 
 def test_cuda_gdb_runs_only_when_there_are_reports(tmp_path):
     bare = scan_request((tmp_path,), ScanSettings(use_cache=False), TOOLS, tty=False)
-    assert bare.options.work.analyze.cuda_gdb is False
+    assert bare.options.work.analyze.cuda_gdb.run is False
     settings = ScanSettings(reports_dir=tmp_path / "reports", use_cache=False)
     with_reports = scan_request((tmp_path,), settings, TOOLS, tty=False)
-    assert with_reports.options.work.analyze.cuda_gdb is True
+    assert with_reports.options.work.analyze.cuda_gdb.run is True
     assert (tmp_path / "reports").is_dir()
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from postmortem.analysis.fault.source import PathMap, candidates, function_finder, quote
+from postmortem.analysis.fault.source import PathMap, SourcePaths, function_finder, quote
 from postmortem.cubin.sass import SourceFrame
 from tests.fifo import rescued
 
@@ -22,8 +22,8 @@ def test_path_map_parses_old_equals_new_and_refuses_anything_else():
 
 
 def test_candidates_try_the_path_then_the_mapped_path_then_shorter_tails_under_each_dir():
-    found = candidates(
-        "/build/ci/include/store.cuh", [Path("/src")], [PathMap("/build/ci", "/home/me")]
+    found = SourcePaths((Path("/src"),), (PathMap("/build/ci", "/home/me"),)).candidates(
+        "/build/ci/include/store.cuh"
     )
     assert found == [
         Path("/build/ci/include/store.cuh"),
@@ -47,7 +47,7 @@ def test_quote_finds_each_frame_under_a_source_dir_and_says_why_when_it_cannot(t
         SourceFrame("/build/oob_store.cu", 19),
     )
     # WHEN quoted
-    quoted = quote(chain, [tmp_path], [])
+    quoted = quote(chain, SourcePaths((tmp_path,)))
     # THEN the line is quoted, the line past the end and the missing file say why
     assert [(q.path, q.text, q.reason) for q in quoted] == [
         (tmp_path / "include" / "store.cuh", "  p[i] = v;", None),
@@ -58,25 +58,28 @@ def test_quote_finds_each_frame_under_a_source_dir_and_says_why_when_it_cannot(t
 
 def test_a_path_map_finds_a_file_moved_here(tmp_path):
     (tmp_path / "k.cu").write_text("x" * 1000 + "\n")
-    (quoted,) = quote([SourceFrame("/build/ci/k.cu", 1)], [], [PathMap("/build/ci", str(tmp_path))])
+    (quoted,) = quote(
+        [SourceFrame("/build/ci/k.cu", 1)], SourcePaths((), (PathMap("/build/ci", str(tmp_path)),))
+    )
     assert quoted.path == tmp_path / "k.cu"
     assert quoted.text == "x" * 400  # long lines are cut
 
 
 def test_a_path_map_matches_whole_path_components_only():
-    maps = [PathMap("/build/ci", "/home/me")]
-    assert Path("/home/me/k.cu") in candidates("/build/ci/k.cu", [], maps)
-    assert candidates("/build/ci2/k.cu", [], maps) == [Path("/build/ci2/k.cu")]
-    assert Path("/home/me/k.cu") in candidates("/build/k.cu", [], [PathMap("/build/", "/home/me/")])
+    mapped = SourcePaths(maps=(PathMap("/build/ci", "/home/me"),))
+    assert Path("/home/me/k.cu") in mapped.candidates("/build/ci/k.cu")
+    assert mapped.candidates("/build/ci2/k.cu") == [Path("/build/ci2/k.cu")]
+    slashed = SourcePaths(maps=(PathMap("/build/", "/home/me/"),))
+    assert Path("/home/me/k.cu") in slashed.candidates("/build/k.cu")
 
 
 def test_a_line_table_naming_a_system_file_is_never_quoted(tmp_path):
     # A hostile line table may name /proc/self/environ: a shared report must not quote it.
-    (quoted,) = quote([SourceFrame("/proc/self/environ", 1)], [], [])
+    (quoted,) = quote([SourceFrame("/proc/self/environ", 1)], SourcePaths())
     assert quoted.text is None and quoted.reason == "file not found"
     link = tmp_path / "k.cu"
     link.symlink_to("/proc/self/status")
-    (through_link,) = quote([SourceFrame(str(link), 1)], [], [])
+    (through_link,) = quote([SourceFrame(str(link), 1)], SourcePaths())
     assert through_link.text is None
 
 
@@ -88,7 +91,7 @@ def test_a_source_replaced_by_a_fifo_after_the_check_is_not_read(tmp_path, monke
     # WHEN it is quoted
     started = time.monotonic()
     with rescued(fifo):
-        (quoted,) = quote([SourceFrame(str(fifo), 1)], [], [])
+        (quoted,) = quote([SourceFrame(str(fifo), 1)], SourcePaths())
     # THEN it is not quoted, at once, with a note
     assert time.monotonic() - started < 5
     assert (quoted.path, quoted.text, quoted.reason) == (fifo, None, "file not readable")
@@ -117,7 +120,7 @@ def test_the_def_around_a_line_of_a_python_source_is_named(tmp_path):
     # GIVEN a Triton-style source under a source directory, named as a build machine would
     (tmp_path / "pkg").mkdir()
     (tmp_path / "pkg" / "kernels.py").write_text(KERNELS)
-    function_at = function_finder([tmp_path], [PathMap("/build", "/elsewhere")])
+    function_at = function_finder(SourcePaths((tmp_path,), (PathMap("/build", "/elsewhere"),)))
     # THEN each line is named after the innermost def holding it; other lines after none
     file = "/build/pkg/kernels.py"
     assert [function_at(file, line) for line in (6, 7, 12, 13, 15, 1, 9)] == [
@@ -150,7 +153,7 @@ extern "C" __global__ void __launch_bounds__(256) scale(float* out, const float*
 def test_the_function_around_a_line_of_a_cuda_source_is_named(tmp_path):
     # GIVEN an NVRTC program whose text the user saved under its default name
     (tmp_path / "default_program").write_text(NVRTC_PROGRAM)
-    function_at = function_finder([tmp_path], [])
+    function_at = function_finder(SourcePaths((tmp_path,)))
     # THEN a line is named after the function body holding it: a lambda, a control block,
     # a namespace or a struct is no function of its own
     assert [function_at("default_program", line) for line in (7, 8, 14, 17, 3, 4, 1)] == [
@@ -160,14 +163,14 @@ def test_the_function_around_a_line_of_a_cuda_source_is_named(tmp_path):
 
 def test_a_missing_source_or_a_python_file_that_does_not_parse_names_nothing(tmp_path):
     (tmp_path / "broken.py").write_text("def f(:\n    pass\n")
-    function_at = function_finder([tmp_path], [])
+    function_at = function_finder(SourcePaths((tmp_path,)))
     assert function_at("broken.py", 2) is None
     assert function_at("/nowhere/kernels.py", 6) is None
 
 
 def test_an_nvrtc_program_not_found_is_said_not_kept_rather_than_not_found(tmp_path):
     (quoted_program, quoted_other) = quote(
-        [SourceFrame("default_program", 3), SourceFrame("/build/k.cu", 3)], [tmp_path], []
+        [SourceFrame("default_program", 3), SourceFrame("/build/k.cu", 3)], SourcePaths((tmp_path,))
     )
     assert quoted_program.reason == (
         "not kept: NVRTC compiled it from a string (default_program); pass its text, saved "

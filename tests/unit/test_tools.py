@@ -9,6 +9,7 @@ import time
 
 import pytest
 
+from postmortem import AnalyzeOptions, LocalizeOptions, Tool
 from postmortem.errors import ToolFailed, ToolNotFound
 from postmortem.toolrun import run_tool
 from postmortem.tools import env_var_name, find_tool, install_hint, parse_version_text, tool_version
@@ -181,3 +182,23 @@ def test_every_install_hint_names_packages_of_the_index_as_the_extras_do():
     for extra, packages in EXTRA_PACKAGES.items():
         wanted = {re.split(r"[<>=!]", r)[0] for r in extras[extra]}
         assert {p.strip("'") for p in packages.split()} == wanted, extra
+
+
+def test_a_tool_is_off_searched_or_named_whatever_shorthand_a_script_passes(clean_env, tmp_path):
+    named = make_tool(tmp_path, "nvdisasm")
+    # False is off, True and None are searched for, a path is that program
+    assert Tool.of(False) == Tool.OFF and not Tool.OFF.run
+    assert Tool.of(True) == Tool.of(None) == Tool()
+    assert Tool.of(named) == Tool(path=str(named))
+    assert AnalyzeOptions(cuda_gdb=False).cuda_gdb == Tool.OFF
+    assert LocalizeOptions(nvdisasm=named).nvdisasm.locate("nvdisasm").path == named
+    # what named a program is what the provenance says chose it
+    choice = Tool(path=named, origin="--nvdisasm").locate("nvdisasm")
+    assert (choice.path, choice.origin) == (named, "--nvdisasm")
+
+
+def test_a_named_tool_that_is_not_there_is_not_replaced_by_a_search(clean_env, tmp_path):
+    (tmp_path / "empty-path").mkdir()
+    make_tool(tmp_path / "empty-path", "nvdisasm")  # one on PATH, which must not be taken
+    with pytest.raises(ToolNotFound, match="--nvdisasm"):
+        Tool(path=tmp_path / "missing", origin="--nvdisasm").locate("nvdisasm")

@@ -29,7 +29,7 @@ def _sites(tmp_path, warps):
     module = ModuleSpec("oob_store")
     device = DeviceSpec([module], [GridSpec(1, module)], [BlockSpec(1, warps)])
     with open_coredump(write_tiny_dump(tmp_path / "t.nvcudmp", DumpSpec([device]))) as core:
-        return localize(core, LocalizeOptions(disassemble=False))
+        return localize(core, LocalizeOptions(nvdisasm=False))
 
 
 def _state(warps):

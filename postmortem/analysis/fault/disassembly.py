@@ -14,11 +14,10 @@ import hashlib
 import weakref
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import Protocol
 
 from postmortem.analysis.fault import diagnose as dx
-from postmortem.analysis.fault.source import PathMap, QuotedLine, quote
+from postmortem.analysis.fault.source import QuotedLine, SourcePaths, quote
 from postmortem.codemap import CodeMap
 from postmortem.coredump import Coredump
 from postmortem.cubin.elfimage import ElfImage
@@ -35,6 +34,7 @@ from postmortem.cubin.sass import SourceFrame
 from postmortem.errors import MalformedElf, ToolFailed, ToolNotFound
 from postmortem.findings import Finding
 from postmortem.model import Module
+from postmortem.tools import Tool
 
 
 class ToolOptions(Protocol):
@@ -42,7 +42,7 @@ class ToolOptions(Protocol):
     `LocalizeOptions` is one)."""
 
     @property
-    def nvdisasm(self) -> str | Path | None: ...
+    def nvdisasm(self) -> Tool: ...
 
     @property
     def timeout(self) -> float: ...
@@ -86,15 +86,14 @@ def _memo(code_map: CodeMap) -> _Memo:
 def quoted(
     code_map: CodeMap,
     chain: tuple[SourceFrame, ...],
-    source_dirs: tuple[Path, ...],
-    path_maps: tuple[PathMap, ...],
+    sources: SourcePaths,
 ) -> tuple[QuotedLine, ...]:
     """The source lines of an inline chain, quoted once per analysis: hundreds of sites of
     one kernel share a handful of chains."""
     quotes = _memo(code_map).quotes
-    key = (chain, source_dirs, path_maps)
+    key = (chain, sources)
     if key not in quotes:
-        quotes[key] = quote(chain, source_dirs, path_maps)
+        quotes[key] = quote(chain, sources)
     return quotes[key]
 
 
@@ -120,7 +119,7 @@ def disassemble_function(
         image = code_map.image_bytes(module)
         memo.images[module] = (image, hashlib.blake2b(image, digest_size=16).hexdigest())
     image, digest = memo.images[module]
-    key = (digest, symbol_index, section_address, str(options.nvdisasm))
+    key = (digest, symbol_index, section_address, str(options.nvdisasm.path))
     if key not in memo.disassemblies:
         makers: dict[str, Callable[[], _Copy | None]] = {
             RELOCATED: lambda: (image, symbol_index),
@@ -178,7 +177,7 @@ def _first_accepted(
             continue  # nothing to normalize, or no such image in the dump
         try:
             result = disassemble(
-                copy[0], copy[1], nvdisasm=options.nvdisasm, timeout=options.timeout,
+                copy[0], copy[1], nvdisasm=options.nvdisasm.path, timeout=options.timeout,
                 store=options.store,
             )  # fmt: skip
         except ToolNotFound as error:

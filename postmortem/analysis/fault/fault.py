@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 
 from postmortem.analysis.fault import diagnose as dx
 from postmortem.analysis.fault.assertion import DeviceAssert, decode_assert, find_assert_call
@@ -19,7 +18,12 @@ from postmortem.analysis.fault.calls import CallStack, unwind
 from postmortem.analysis.fault.disassembly import disassemble_function, quoted
 from postmortem.analysis.fault.inline import FrameName, NamedChain, line_table_chain, reconcile
 from postmortem.analysis.fault.opclass import is_memory_access
-from postmortem.analysis.fault.source import FunctionAt, PathMap, QuotedLine, function_finder
+from postmortem.analysis.fault.source import (
+    FunctionAt,
+    QuotedLine,
+    SourcePaths,
+    function_finder,
+)
 from postmortem.analysis.fault.trap import TrapStop, find_trap
 from postmortem.analysis.forensics.forensics import Forensics, examine
 from postmortem.analysis.state import FAULT_PC_STEPS
@@ -32,6 +36,7 @@ from postmortem.demangle import heading_name, without_parameters
 from postmortem.exceptions import describe_exception, is_memory_exception
 from postmortem.findings import Finding
 from postmortem.model import Fault, FaultSource, Module
+from postmortem.tools import Tool
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,17 +45,17 @@ class LocalizeOptions:
 
     window: int = 8
     """Instructions shown before and after the faulting one."""
-    source_dirs: tuple[Path, ...] = ()
-    path_maps: tuple[PathMap, ...] = ()
-    disassemble: bool = True
-    """False: native facts only, no nvdisasm."""
-    nvdisasm: str | Path | None = None
-    nvdisasm_origin: str | None = None
-    """What chose `nvdisasm` (an option, a settings file), for provenance."""
+    sources: SourcePaths = SourcePaths()
+    nvdisasm: Tool = Tool()
+    """Which nvdisasm to run; off: native facts only, no SASS (a script may pass False, or a
+    path: `Tool.of`)."""
     timeout: float = 120.0
     """Seconds each external tool may run."""
     store: DisassemblyStore | None = field(default=None, compare=False, repr=False)
     """Where disassemblies are remembered across dumps (a scan worker's); None: nowhere."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "nvdisasm", Tool.of(self.nvdisasm))
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,7 +178,7 @@ def _localize_site(
         offset=location.offset, has_line_info=has_lines,
     )  # fmt: skip
     # One source lookup for the site's chain and its call stack: each file is read once.
-    finder = function_finder(options.source_dirs, options.path_maps)
+    finder = function_finder(options.sources)
     native = (
         line_table_chain(code_map, location.module, inner, location.offset, finder)
         if inner is not None else None
@@ -181,9 +186,9 @@ def _localize_site(
     if native is not None:
         site = _replace(
             site, chain=native.frames, frame_names=native.names,
-            quoted=quoted(code_map, native.frames, options.source_dirs, options.path_maps),
+            quoted=quoted(code_map, native.frames, options.sources),
         )  # fmt: skip
-    if not options.disassemble or function is None or summary is None:
+    if not options.nvdisasm.run or function is None or summary is None:
         calls = _unwind(core, code_map, faults, None, finder)
         return _replace(site, diagnoses=tuple(notes), calls=calls)
     site = _disassembled(core, code_map, site, location.section_address, options, notes, native)
@@ -257,7 +262,7 @@ def _disassembled(
     if instruction is not None:
         notes.extend(_precision(instruction, window, site.exception))
     lines = site.quoted if chain == site.chain else (
-        quoted(code_map, chain, options.source_dirs, options.path_maps) if chain else ()
+        quoted(code_map, chain, options.sources) if chain else ()
     )  # fmt: skip
     # A warp stopped at a trap accessed nothing: there is no address to examine.
     trapped = all(f.source is FaultSource.TRAP for f in site.faults)

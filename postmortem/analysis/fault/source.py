@@ -38,6 +38,34 @@ class PathMap:
 
 
 @dataclass(frozen=True, slots=True)
+class SourcePaths:
+    """Where the sources a line table names are looked for on this machine: the folders of
+    `--source-dir` and the prefixes of `--map-path`, one value wherever they travel."""
+
+    dirs: tuple[Path, ...] = ()
+    maps: tuple[PathMap, ...] = ()
+
+    def candidates(self, file: str) -> list[Path]:
+        """Every place `file` may be on this machine, most specific first."""
+        names = [file] + [m.new + file[len(m.old) :] for m in self.maps if _under(file, m.old)]
+        found: list[Path] = []
+        for name in names:
+            # A relative name is looked up in `dirs` only, never in whatever folder this
+            # process happens to run in (a scan worker's is not the user's).
+            if PurePosixPath(name).is_absolute():
+                found.append(Path(name))
+            parts = PurePosixPath(name).parts
+            relative = parts[1:] if parts and parts[0] == "/" else parts
+            for directory in self.dirs:
+                found.extend(directory.joinpath(*relative[i:]) for i in range(len(relative)))
+        return list(dict.fromkeys(found))
+
+    def find(self, file: str) -> Path | None:
+        """The first candidate of `file` that is a regular file, or None."""
+        return next((p for p in self.candidates(file) if _quotable(p)), None)
+
+
+@dataclass(frozen=True, slots=True)
 class QuotedLine:
     """One frame of a chain and the source line it names, when found."""
 
@@ -50,22 +78,6 @@ class QuotedLine:
     """Why there is no text (file not found, line past its end)."""
 
 
-def candidates(file: str, source_dirs: Sequence[Path], path_maps: Sequence[PathMap]) -> list[Path]:
-    """Every place `file` may be on this machine, most specific first."""
-    names = [file] + [m.new + file[len(m.old) :] for m in path_maps if _under(file, m.old)]
-    found: list[Path] = []
-    for name in names:
-        # A relative name is looked up in `source_dirs` only, never in whatever folder this
-        # process happens to run in (a scan worker's is not the user's).
-        if PurePosixPath(name).is_absolute():
-            found.append(Path(name))
-        parts = PurePosixPath(name).parts
-        relative = parts[1:] if parts and parts[0] == "/" else parts
-        for directory in source_dirs:
-            found.extend(directory.joinpath(*relative[i:]) for i in range(len(relative)))
-    return list(dict.fromkeys(found))
-
-
 def _under(file: str, prefix: str) -> bool:
     # By path component: /build/ci maps /build/ci/k.cu, never /build/ci2/k.cu.
     return file.startswith(prefix) and (
@@ -73,16 +85,12 @@ def _under(file: str, prefix: str) -> bool:
     )
 
 
-def quote(
-    chain: Sequence[SourceFrame], source_dirs: Sequence[Path], path_maps: Sequence[PathMap]
-) -> tuple[QuotedLine, ...]:
+def quote(chain: Sequence[SourceFrame], sources: SourcePaths) -> tuple[QuotedLine, ...]:
     """Each frame with its source line, or the reason it could not be found."""
     cache: dict[Path, list[str] | None] = {}
     quoted = []
     for frame in chain:
-        path = next(
-            (p for p in candidates(frame.file, source_dirs, path_maps) if _quotable(p)), None
-        )
+        path = sources.find(frame.file)
         if path is None:
             quoted.append(QuotedLine(frame, None, None, not_kept(frame.file) or "file not found"))
             continue
@@ -119,7 +127,7 @@ line in that file's source found on this machine; None when the file is not foun
 function the reader understands holds the line."""
 
 
-def function_finder(source_dirs: Sequence[Path], path_maps: Sequence[PathMap]) -> FunctionAt:
+def function_finder(sources: SourcePaths) -> FunctionAt:
     """Which function holds a line of a source found here, as the source spells its name: the
     innermost `def` of a Python file (Triton kernels are Python, read with `ast`), the
     innermost function body of any other file (CUDA C++, an NVRTC program), read by matching
@@ -128,7 +136,7 @@ def function_finder(source_dirs: Sequence[Path], path_maps: Sequence[PathMap]) -
 
     def function_at(file: str, line: int) -> str | None:
         if file not in spans:
-            spans[file] = _functions(file, source_dirs, path_maps)
+            spans[file] = _functions(file, sources)
         holding = [s for s in spans[file] or () if s[0] <= line <= s[1]]
         return max(holding)[2] if holding else None  # the innermost: the latest to start
 
@@ -139,10 +147,8 @@ _Span = tuple[int, int, str]
 """(first line, last line, name) of a function in a source file."""
 
 
-def _functions(
-    file: str, source_dirs: Sequence[Path], path_maps: Sequence[PathMap]
-) -> list[_Span] | None:
-    path = next((p for p in candidates(file, source_dirs, path_maps) if _quotable(p)), None)
+def _functions(file: str, sources: SourcePaths) -> list[_Span] | None:
+    path = sources.find(file)
     lines = None if path is None else _read_lines(path)
     if lines is None:
         return None

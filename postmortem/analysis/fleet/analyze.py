@@ -62,7 +62,9 @@ def analyze_incident(
             reason = f"internal error: {type(error).__name__}: {_reason(path, error)}"
             dumps.append(failed_dump(str(path), reason, mtime))
             continue
-        signature = compute_signature(signature_input(analysis), rules, options.localize.path_maps)
+        signature = compute_signature(
+            signature_input(analysis), rules, options.localize.sources.maps
+        )
         dumps.append(incident_dump(analysis, mtime, signature.id))
         analyses[str(path)] = analysis
     incident = build_incident(dumps)

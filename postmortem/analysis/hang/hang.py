@@ -162,7 +162,7 @@ def analyze_hang(
         listing = result.listing if result else None
         indexed = IndexedListing(listing) if listing else None
         code = kernel_code(core, code_map, device, grid_id)
-        finder = function_finder(options.source_dirs, options.path_maps)
+        finder = function_finder(options.sources)
         native = partial(_native, code_map, code, finder) if code else None
         kernel_groups = _groups(device, grid_id, kernel, members, indexed, options, native)
         if code is not None:
@@ -209,7 +209,7 @@ def _listing(
     if code is None:
         return None, f"grid {grid_id}: its kernel is in no module the dump holds"
     location, function = code
-    if not options.disassemble:
+    if not options.nvdisasm.run:
         return None, "nvdisasm not run (--no-disasm): no instructions, no barrier detection"
     result, note = disassemble_function(
         core, code_map, location.module, function.symbol_index,
@@ -245,7 +245,7 @@ def _groups(
             StuckGroup(
                 device, grid_id, kernel, group.offset, group.warps, group.lanes, group.blocks,
                 instruction, chain,
-                quote(chain, options.source_dirs, options.path_maps) if chain else (),
+                quote(chain, options.sources) if chain else (),
                 "mbarrier" if waits else barrier_kind(instruction),
                 wait is not None and wait.kind is WaitKind.POLL,
                 named.names,

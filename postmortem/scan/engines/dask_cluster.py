@@ -33,6 +33,7 @@ from postmortem.errors import EngineUnreachable, MissingExtra
 from postmortem.scan.row import DumpRow, RowStatus
 from postmortem.scan.work.disasm_store import ScanDisassemblyStore
 from postmortem.scan.work.worker import WorkOptions, lost_row, report_path, scan_dump, with_store
+from postmortem.tools import Tool
 from postmortem.urls import absolute_path, as_dump_path, is_url
 
 CONNECT_TIMEOUT_S = 10.0
@@ -198,22 +199,21 @@ _WORKER_STORE = _SharedStore()  # one per worker process, for every task it runs
 def portable(work: WorkOptions) -> WorkOptions:
     """`work` with its paths made absolute: a Dask or Ray worker runs in a folder of its own."""
     localize = work.analyze.localize
+    dirs = tuple(Path(os.path.abspath(d)) for d in localize.sources.dirs)
     localize = replace(
-        localize, source_dirs=tuple(Path(os.path.abspath(d)) for d in localize.source_dirs),
+        localize, sources=replace(localize.sources, dirs=dirs),
         nvdisasm=_absolute(localize.nvdisasm),
     )  # fmt: skip
-    analyze = replace(
-        work.analyze, localize=localize, cuda_gdb_path=_absolute(work.analyze.cuda_gdb_path)
-    )
+    analyze = replace(work.analyze, localize=localize, cuda_gdb=_absolute(work.analyze.cuda_gdb))
     reports = Path(os.path.abspath(work.reports_dir)) if work.reports_dir is not None else None
     return replace(work, analyze=analyze, reports_dir=reports)
 
 
-def _absolute(tool: str | Path | None) -> str | Path | None:
+def _absolute(tool: Tool) -> Tool:
     # A bare name is looked up on the worker's PATH; a path is made absolute.
-    if tool is None or os.sep not in str(tool):
+    if tool.path is None or os.sep not in str(tool.path):
         return tool
-    return Path(os.path.abspath(tool))
+    return replace(tool, path=Path(os.path.abspath(tool.path)))
 
 
 def _distributed() -> Any:

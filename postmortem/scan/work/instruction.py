@@ -35,7 +35,7 @@ from postmortem.cubin.normalize import rebase_to_zero
 from postmortem.errors import MalformedElf, ToolNotFound
 from postmortem.findings import FindingCode
 from postmortem.scan.row import DumpRow
-from postmortem.tools import find_tool, tool_version
+from postmortem.tools import tool_version
 
 CREATE_CODE_TABLE = """
 create table if not exists code (
@@ -118,10 +118,10 @@ class InstructionMemo:
         return key, outcome.at(site.offset), outcome.refused, False
 
     def _tool_identity(self, options: ToolOptions) -> str | None:
-        asked = (str(options.nvdisasm), options.timeout)
+        asked = (str(options.nvdisasm.path), options.timeout)
         if asked not in self._tools:
             try:
-                path = find_tool("nvdisasm", options.nvdisasm)
+                path = options.nvdisasm.locate("nvdisasm").path
             except ToolNotFound:
                 return None
             self._tools[asked] = f"{path}|{tool_version(path)}|{options.timeout:g}"

@@ -31,6 +31,7 @@ from postmortem.salvage import dump_findings, lost_rows, lost_warps
 from postmortem.scan.build import build_key
 from postmortem.scan.work.instruction import InstructionMemo
 from postmortem.summary import summarize
+from postmortem.tools import Tool
 
 SKIPPED_GDB = "cuda-gdb not run: a signature scan needs no second opinion"
 
@@ -69,7 +70,7 @@ def lean_analysis(
     Raises:
         PostmortemError: the dump cannot be read (as `analyze_dump`).
     """
-    native = replace(options.localize, disassemble=False)
+    native = replace(options.localize, nvdisasm=Tool.OFF)
     at_pc = AtPc()
     with open_coredump(path) as core:
         code_map = CodeMap(core, cubins)
@@ -90,12 +91,12 @@ def lean_analysis(
                 hang = analyze_hang(core, warps, native, code_map)
                 hang = without_claims(hang, lost_warps(core))
         summary = replace(summary, findings=dump_findings(core, code_map))
-        if sites and options.localize.disassemble and _deliberate(sites[0]):
+        if sites and options.localize.nvdisasm.run and _deliberate(sites[0]):
             # An assert or a trap is named from its function's code: that one site is read
             # whole, so that its row signs and reads as the full analysis does.
             whole = localize(core, options.localize, code_map, sites[0].faults)
             sites = (*whole, *sites[1:])
-        if memo is not None and sites and options.localize.disassemble:
+        if memo is not None and sites and options.localize.nvdisasm.run:
             at_pc = AtPc(*memo.row_facts(core, code_map, sites[0], options.localize))
         if sites:
             at_pc = replace(at_pc, build_key=build_key(code_map, sites[0].module))

@@ -232,7 +232,7 @@ def _row(
     summary = analysis.summary
     meta = summary.metadata
     facts = signature_input(analysis)
-    signature = compute_signature(facts, options.rules, options.analyze.localize.path_maps)
+    signature = compute_signature(facts, options.rules, options.analyze.localize.sources.maps)
     trouble = next(
         (t for site in analysis.sites if (t := _tool_trouble(site.diagnoses)) is not None), None
     )
