@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, NoReturn
 import click
 
 from postmortem.cli.common import (
+    ColorMode,
     check_core,
     debug_option,
     dump_paths,
@@ -52,7 +53,7 @@ if TYPE_CHECKING:
 )
 @click.option(
     "--color",
-    type=click.Choice(("auto", "always", "never")),
+    type=click.Choice([m.value for m in ColorMode]),
     default="auto",
     show_default=True,
     help="Color the text report (auto: on a terminal, unless NO_COLOR is set; FORCE_COLOR "
@@ -147,7 +148,7 @@ def analyze(
         guarded(debug, lambda: check_host_logs(host_logs))
     tools = replace(tools, timeout=timeout)
     options = analyze_options(tools, sources, window, mode, host_logs, redact=not no_redact)
-    colored = fmt == "text" and output is None and wants_color(color, sys.stdout)
+    colored = fmt == "text" and output is None and wants_color(ColorMode(color), sys.stdout)
     if len(cores) > 1:
         _incident(cores, options, fmt, output, colored, sentry_dsn, debug)
     text = guarded(debug, lambda: analyze_text(core, options, fmt, color=colored, verbose=verbose,

@@ -7,6 +7,7 @@ import os
 import sys
 import traceback
 from collections.abc import Callable
+from enum import Enum
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -133,12 +134,20 @@ def file_or_stdout(output: Path | None) -> Path | None:
     return None if output is not None and str(output) == "-" else output
 
 
-def wants_color(choice: str, stream: Any) -> bool:
+class ColorMode(str, Enum):
+    """`--color`."""
+
+    AUTO = "auto"
+    ALWAYS = "always"
+    NEVER = "never"
+
+
+def wants_color(choice: ColorMode, stream: Any) -> bool:
     """--color always/never; auto: FORCE_COLOR, else not NO_COLOR, a terminal, and not one
     that says it cannot show colour (TERM=dumb) (https://no-color.org,
     https://force-color.org)."""
-    if choice != "auto":
-        return choice == "always"
+    if choice is not ColorMode.AUTO:
+        return choice is ColorMode.ALWAYS
     if os.environ.get("FORCE_COLOR", "") not in ("", "0"):
         return True
     if os.environ.get("NO_COLOR", "") or os.environ.get("TERM") == "dumb":

@@ -31,6 +31,9 @@ needs no import of the scan."""
 CI_MODES = ("auto", "github", "none")
 """`scan --ci`: `postmortem.scan.outputs.ci.write.CiMode`."""
 
+ENGINES = ("local", "dask", "ray")
+"""`scan --engine`: `postmortem.scan.engines.choose.EngineName`."""
+
 
 @click.command()
 @click.argument("roots", nargs=-1, required=True, metavar="DIR...", callback=scan_roots)
@@ -111,7 +114,7 @@ CI_MODES = ("auto", "github", "none")
 )  # fmt: skip
 @click.option(
     "--engine",
-    type=click.Choice(("local", "dask", "ray")),
+    type=click.Choice(ENGINES),
     default="local",
     show_default=True,
     help="Where the dumps are analyzed: worker processes here, or the workers of an existing "
@@ -209,6 +212,7 @@ def scan(
       postmortem scan artifacts/ --known known-crashes.toml --fail-on new --junit crashes.xml
     """
     from postmortem.scan import command as scan_cli
+    from postmortem.scan.engines.choose import EngineName
     from postmortem.scan.outputs.ci.policy import FailOn
     from postmortem.scan.outputs.ci.write import CiMode
 
@@ -217,7 +221,7 @@ def scan(
         fmt=fmt, jobs=jobs, output=file_or_stdout(output), reports_dir=reports_dir,
         report_format=report_format, jsonl=jsonl, since=since, timeout_s=timeout, rules=rules,
         name_patterns=name_patterns, follow_symlinks=follow_symlinks, cache_path=cache_path,
-        use_cache=not no_cache, engine=engine, scheduler=scheduler, address=address,
+        use_cache=not no_cache, engine=EngineName(engine), scheduler=scheduler, address=address,
         host_logs=host_logs, sentry_dsn=sentry_dsn, incident=incident, owners=owners,
         known=known, fail_on=FailOn(fail_on), ci=CiMode(ci_mode), junit=junit, tracker=tracker,
     )  # fmt: skip

@@ -35,7 +35,7 @@ from postmortem.errors import (
 from postmortem.host.reader import host_log_problem
 from postmortem.report.render import formats, render
 from postmortem.report.textsafe import escape_controls
-from postmortem.scan.engines.choose import check_engine, choose_engine
+from postmortem.scan.engines.choose import EngineName, check_engine, choose_engine
 from postmortem.scan.events.sentry import sentry_target
 from postmortem.scan.fleet.known.load import load_known
 from postmortem.scan.fleet.owners import load_owners
@@ -79,7 +79,7 @@ class ScanSettings:
     cache_path: Path | None = None
     """None: the default cache file."""
     use_cache: bool = True
-    engine: str = "local"
+    engine: EngineName = EngineName.LOCAL
     """Where the dumps are analyzed: "local" (worker processes), "dask" or "ray"."""
     scheduler: str | None = None
     """The Dask scheduler's address, for --engine dask."""

@@ -20,7 +20,7 @@ from postmortem.dumpnames import parse_name
 from postmortem.errors import ScanCacheError, ToolNotFound
 from postmortem.scan.discover.beside import with_neighbours
 from postmortem.scan.discover.local import Candidate, iter_dumps
-from postmortem.scan.engines.choose import EngineChoice, open_engine
+from postmortem.scan.engines.choose import EngineChoice, EngineName, open_engine
 from postmortem.scan.events.sentry import SentrySink, SentryTarget
 from postmortem.scan.fleet.group import CoarseGroup, Group, coarse_groups, group_rows
 from postmortem.scan.fleet.hardware import Gpu, join_xids, judge_fleet
@@ -205,7 +205,7 @@ _NO_CREDENTIALS = ("NoCredentialsError", "Unable to locate credentials", "Defaul
 def _credentials_warning(rows: Sequence[DumpRow], engine: EngineChoice) -> tuple[str, ...]:
     """On a Dask or Ray cluster the objects are read by the workers, with the workers' own
     environment: rows failing for want of credentials say so once, with where to fix it."""
-    if engine.name not in ("dask", "ray"):
+    if engine.name is EngineName.LOCAL:
         return ()
     failed = [r for r in rows if r.error and any(word in r.error for word in _NO_CREDENTIALS)]
     if not failed:
@@ -222,7 +222,7 @@ def _code_cache(options: ScanOptions, cache: ScanCache | None) -> tuple[Path | N
     """Where the workers remember each function's instructions (the scan cache; without one,
     a file of this scan's own, removed after it), and that scratch folder. A Dask cluster's
     workers cannot reach this machine's files: each remembers in its memory."""
-    if options.engine.name != "local" or not options.memo or not options.work.lean:
+    if options.engine.name is not EngineName.LOCAL or not options.memo or not options.work.lean:
         return None, None
     if cache is not None:
         return cache.path, None

@@ -20,10 +20,23 @@ from pathlib import Path
 from typing import Protocol
 
 from postmortem.errors import BadOption, MissingExtra
+from postmortem.model import TextEnum
 from postmortem.scan.row import DumpRow
 from postmortem.scan.work.worker import WorkOptions
 
-ENGINES = ("local", "dask", "ray")
+
+class EngineName(TextEnum):
+    """Where a scan's dumps are analyzed (`--engine`)."""
+
+    LOCAL = "local"
+    """Worker processes on this machine."""
+    DASK = "dask"
+    """The workers of a Dask cluster."""
+    RAY = "ray"
+    """The workers of a Ray cluster."""
+
+
+ENGINES = tuple(e.value for e in EngineName)
 """The engines `--engine` takes."""
 
 
@@ -39,24 +52,33 @@ class Engine(Protocol):
 class EngineChoice:
     """Which engine a scan runs on, and where it is."""
 
-    name: str = "local"
-    """"local": worker processes on this machine; "dask" or "ray": the workers of a cluster."""
+    name: EngineName = EngineName.LOCAL
     address: str | None = None
     """The Dask scheduler (``tcp://HOST:PORT``) or the Ray cluster (``HOST:PORT``, or
     ``ray://HOST:PORT``); None for the local engine, and for Ray's default cluster."""
 
 
-def choose_engine(name: str, scheduler: str | None, address: str | None) -> EngineChoice:
+def choose_engine(
+    name: EngineName | str, scheduler: str | None, address: str | None
+) -> EngineChoice:
     """The engine `--engine`, `--scheduler` (Dask's) and `--address` (Ray's) name.
 
     Raises:
-        BadOption: an address given to the engine that does not take it.
+        BadOption: an unknown engine, or an address given to the engine that does not take it.
     """
-    if scheduler is not None and name != "dask":
+    engine = _engine_name(name)
+    if scheduler is not None and engine is not EngineName.DASK:
         raise BadOption("--scheduler", "is for --engine dask")
-    if address is not None and name != "ray":
+    if address is not None and engine is not EngineName.RAY:
         raise BadOption("--address", "is for --engine ray")
-    return EngineChoice(name, scheduler if name == "dask" else address)
+    return EngineChoice(engine, scheduler if engine is EngineName.DASK else address)
+
+
+def _engine_name(name: EngineName | str) -> EngineName:
+    try:
+        return EngineName(name)
+    except ValueError:
+        raise BadOption("--engine", f"{name}: not one of {', '.join(ENGINES)}") from None
 
 
 def check_engine(choice: EngineChoice) -> None:
@@ -66,13 +88,12 @@ def check_engine(choice: EngineChoice) -> None:
         BadOption: an unknown engine, or a scheduler address missing or given for no use.
         MissingExtra: the engine's packages are not installed.
     """
-    if choice.name not in ENGINES:
-        raise BadOption("--engine", f"{choice.name}: not one of {', '.join(ENGINES)}")
-    if choice.name == "local":
+    name = _engine_name(choice.name)
+    if name is EngineName.LOCAL:
         if choice.address is not None:
             raise BadOption("--scheduler", "is for --engine dask")
         return
-    if choice.name == "ray":
+    if name is EngineName.RAY:
         if importlib.util.find_spec("ray") is None:
             raise MissingExtra("--engine ray", "ray", "ray")
         return
@@ -90,11 +111,11 @@ def open_engine(
     `jobs` and `memo` are the local pool's (see `WorkerPool`); a Dask cluster has its own
     workers, and each remembers disassemblies in its own memory; so has a Ray cluster.
     """
-    if choice.name == "ray":
+    if choice.name is EngineName.RAY:
         from postmortem.scan.engines.ray_cluster import RayEngine
 
         return RayEngine(choice.address, work, timeout_s)
-    if choice.name == "dask":
+    if choice.name is EngineName.DASK:
         from postmortem.scan.engines.dask_cluster import DaskEngine
 
         return DaskEngine(choice.address or "", work, timeout_s)
