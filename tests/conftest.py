@@ -9,6 +9,7 @@ import os
 import pickle
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -109,6 +110,19 @@ def reading(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> 
     if request.param == "bulk":
         monkeypatch.setattr("postmortem.elf.SMALL_TABLE", 0)
     return str(request.param)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def own_cache_folder(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """The session's own $XDG_CACHE_HOME, shared by its workers: what the commands keep
+    (scan caches, nvdisasm listings, compiled templates) never comes from, nor goes to, the
+    cache of the user running the tests."""
+    folder = session_folder(tmp_path_factory) / "xdg-cache"
+    folder.mkdir(exist_ok=True)
+    patch = pytest.MonkeyPatch()
+    patch.setenv("XDG_CACHE_HOME", str(folder))
+    yield folder
+    patch.undo()
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -83,6 +83,11 @@ if TYPE_CHECKING:
     help="Seconds each external tool may run.",
 )
 @click.option(
+    "--no-cache", is_flag=True,
+    help="Run nvdisasm again: do not use the listings kept under "
+    "$XDG_CACHE_HOME/postmortem/disassembly, nor keep new ones.",
+)  # fmt: skip
+@click.option(
     "-v",
     "--verbose",
     is_flag=True,
@@ -111,6 +116,7 @@ def analyze(
     mode: str,
     tools: ToolSettings,
     timeout: float,
+    no_cache: bool,
     verbose: bool,
     host_logs: tuple[Path, ...],
     no_redact: bool,
@@ -147,7 +153,9 @@ def analyze(
     if host_logs:
         guarded(debug, lambda: check_host_logs(host_logs))
     tools = replace(tools, timeout=timeout)
-    options = analyze_options(tools, sources, window, mode, host_logs, redact=not no_redact)
+    options = analyze_options(
+        tools, sources, window, mode, host_logs, redact=not no_redact, kept=not no_cache
+    )
     colored = fmt == "text" and output is None and wants_color(ColorMode(color), sys.stdout)
     if len(cores) > 1:
         _incident(cores, options, fmt, output, colored, sentry_dsn, debug)

@@ -113,5 +113,5 @@ def capture(
     if print_env:
         click.echo(guarded(debug, lambda: print_env_command(settings)), nl=False)
         return
-    report = ReportSettings(analyze_options(tools), fmt, not no_analyze)
+    report = ReportSettings(analyze_options(tools, kept=True), fmt, not no_analyze)
     sys.exit(guarded(debug, lambda: capture_command(command, settings, report, hang_after)))

@@ -149,9 +149,11 @@ def analyze_options(
     mode: str = "auto",
     host_logs: Sequence[Path] = (),
     redact: bool = True,
+    kept: bool = False,
 ) -> AnalyzeOptions:
     """The `AnalyzeOptions` of a command's tool settings (built here once, for every command);
-    `host_logs` are joined to every dump analyzed, their secrets hidden unless not `redact`."""
+    `host_logs` are joined to every dump analyzed, their secrets hidden unless not `redact`.
+    With `kept`, disassemblies are kept for the next command (`disassembly_folder`)."""
     from postmortem.analysis.analyze import AnalysisMode, AnalyzeOptions
     from postmortem.analysis.fault.fault import LocalizeOptions
     from postmortem.analysis.fault.source import SourcePaths
@@ -162,6 +164,10 @@ def analyze_options(
     localize = LocalizeOptions(
         sources=replace(sources, dirs=(*sources.dirs, *_here())), nvdisasm=tools.nvdisasm
     )
+    if kept:
+        from postmortem.cubin.disasm_files import DisassemblyFiles
+
+        localize = replace(localize, store=DisassemblyFiles(disassembly_folder()))
     if window is not None:
         localize = replace(localize, window=window)
     if tools.timeout is not None:
@@ -170,6 +176,13 @@ def analyze_options(
         localize, mode=AnalysisMode(mode), cuda_gdb=tools.cuda_gdb, host_logs=tuple(host_logs),
         redact=redact,
     )  # fmt: skip
+
+
+def disassembly_folder() -> Path:
+    """Where `analyze` keeps nvdisasm's listings: ``$XDG_CACHE_HOME/postmortem/disassembly``."""
+    from postmortem.config import cache_folder
+
+    return cache_folder() / "disassembly"
 
 
 def _here() -> tuple[Path, ...]:

@@ -112,6 +112,6 @@ def trigger(
     request = TriggerRequest(
         pipe, pid, dump_dir, dump_glob, timeout, wait, spec if watching else None
     )
-    report = ReportSettings(analyze_options(tools), fmt, not no_analyze)
+    report = ReportSettings(analyze_options(tools, kept=True), fmt, not no_analyze)
     path = guarded(debug, lambda: trigger_dump(request, report))
     click.echo(escape_controls(str(path)))

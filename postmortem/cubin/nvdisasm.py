@@ -124,7 +124,7 @@ def disassemble(
         nvdisasm: The nvdisasm to use; searched for (`postmortem.tools.find_tool`) when None.
         timeout: Seconds before nvdisasm is killed.
         store: Where disassemblies are remembered and looked up (a scan worker's, see
-            `postmortem.scan.work.disasm_store`): a fleet's dumps often carry identical cubins,
+            `postmortem.cubin.disasm_files`): a fleet's dumps often carry identical cubins,
             and with a store each (cubin, function) is disassembled once, not once per dump.
 
     Returns:

@@ -28,10 +28,10 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from postmortem.cubin.disasm_files import DisassemblyFiles
 from postmortem.cubin.nvdisasm import Disassembly
 from postmortem.errors import EngineUnreachable, MissingExtra
 from postmortem.scan.row import DumpRow, RowStatus
-from postmortem.scan.work.disasm_store import ScanDisassemblyStore
 from postmortem.scan.work.worker import WorkOptions, lost_row, report_path, scan_dump, with_store
 from postmortem.tools import Tool
 from postmortem.urls import absolute_path, as_dump_path, is_url
@@ -182,7 +182,7 @@ class _SharedStore:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._store = ScanDisassemblyStore(None)
+        self._store = DisassemblyFiles(None)
 
     def get(self, key: str) -> Disassembly | None:
         with self._lock:

@@ -24,8 +24,8 @@ from multiprocessing.process import BaseProcess
 from pathlib import Path
 from typing import Any
 
+from postmortem.cubin.disasm_files import DisassemblyFiles
 from postmortem.scan.row import DumpRow, RowStatus
-from postmortem.scan.work.disasm_store import ScanDisassemblyStore
 from postmortem.scan.work.worker import WorkOptions, lost_row, scan_dump, with_store
 
 _TICK_S = 0.2
@@ -61,9 +61,7 @@ def _worker_main(conn: Connection, options: WorkOptions, memo: Path | bool, scra
     # copies among them) go into the scan's own directory, which the parent removes.
     tempfile.tempdir = scratch
     if memo is not False:
-        options = with_store(
-            options, ScanDisassemblyStore(memo if isinstance(memo, Path) else None)
-        )
+        options = with_store(options, DisassemblyFiles(memo if isinstance(memo, Path) else None))
     while True:
         try:
             path = conn.recv()
