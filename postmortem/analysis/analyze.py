@@ -7,14 +7,12 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TypeAlias
+from typing import TYPE_CHECKING, TypeAlias
 
 from postmortem._version import __version__
-from postmortem.analysis.crosscheck import CrossCheck, crosscheck, gdb_cannot_read, named_by_gdb
 from postmortem.analysis.fault.census import CensusRow, fault_census
 from postmortem.analysis.fault.fault import FaultSite, LocalizeOptions, localize
 from postmortem.analysis.hang.hang import HangAnalysis, analyze_hang
-from postmortem.analysis.host.join import HostJoin, join_host
 from postmortem.analysis.provenance import (
     BuildInfo,
     ToolUse,
@@ -29,14 +27,17 @@ from postmortem.coredump import Coredump, open_coredump
 from postmortem.coredump.elf import MappedFile
 from postmortem.coredump.remote import RemoteFile
 from postmortem.errors import ToolFailed, ToolNotFound
-from postmortem.gdb import GdbSession, run_cuda_gdb
-from postmortem.host.reader import read_host_logs
-from postmortem.host.redact import redact_strings
 from postmortem.model import Module, TextEnum
 from postmortem.salvage import dump_findings, lost_rows, lost_warps
 from postmortem.summary import DumpSummary, summarize
 from postmortem.tools import Tool, ToolChoice, tool_version
 from postmortem.urls import DumpUrl
+
+if TYPE_CHECKING:
+    from postmortem.analysis.crosscheck import CrossCheck
+    from postmortem.analysis.host.join import HostJoin
+    from postmortem.gdb import GdbSession
+    from postmortem.host.model import HostLogFile
 
 
 class AnalysisMode(TextEnum):
@@ -102,8 +103,9 @@ class Analysis:
 def analyze_dump(path: Path, options: AnalyzeOptions | None = None) -> Analysis:
     """Localize every fault of the dump at `path`, census its warps, cross-check with cuda-gdb."""
     options = options or AnalyzeOptions()
-    # Host logs first: one that cannot be read stops the analysis before any work.
-    host_logs = read_host_logs(options.host_logs)
+    # Host logs first: one that cannot be read stops the analysis before any work. Their
+    # readers, like cuda-gdb's, are loaded only when asked for: start-up is felt every run.
+    host_logs = _host_logs(options.host_logs)
     # cuda-gdb reads the dump on its own: it runs while the native reader and nvdisasm work.
     # It runs in its own session, out of reach of the user's Ctrl-C: if anything here ends
     # the analysis early, it is cancelled rather than waited for.
@@ -134,8 +136,19 @@ def analyze_dump(path: Path, options: AnalyzeOptions | None = None) -> Analysis:
     )
     metadata = analysis.summary.metadata
     written = metadata.timestamp if metadata is not None else None
+    from postmortem.analysis.host.join import join_host
+    from postmortem.host.redact import redact_strings
+
     join = join_host(host_logs, analysis.sites, running, path, pci, dump_time=written)
     return replace(analysis, host=redact_strings(join) if options.redact else join)
+
+
+def _host_logs(paths: tuple[Path, ...]) -> tuple[HostLogFile, ...]:
+    if not paths:
+        return ()
+    from postmortem.host.reader import read_host_logs
+
+    return read_host_logs(paths)
 
 
 def _analyze(
@@ -160,7 +173,10 @@ def _analyze(
             analyze_hang(core, warps, options.localize, code_map), lost_warps(core)
         )
     check, note, gdb_ran = _second_opinion(core, gdb, summary, code_map)
-    sites, check = named_by_gdb(sites, check)
+    if check is not None:
+        from postmortem.analysis.crosscheck import named_by_gdb
+
+        sites, check = named_by_gdb(sites, check)
     builds = build_provenance(code_map, modules_that_matter(core, code_map, sites, state))
     summary = replace(summary, findings=dump_findings(core, code_map))
     return Analysis(
@@ -209,6 +225,9 @@ def _run_gdb(
     path: Path, options: AnalyzeOptions, cancel: threading.Event, summary: DumpSummary
 ) -> _GdbOutcome:
     """cuda-gdb's session on the dump, or why there is none, and the executable that ran."""
+    from postmortem.analysis.crosscheck import gdb_cannot_read
+    from postmortem.gdb import run_cuda_gdb
+
     if isinstance(path, DumpUrl):
         return "cuda-gdb not run: it reads local files, and this dump is at a URL", None
     try:
@@ -239,4 +258,6 @@ def _second_opinion(
     session, ran = gdb.result()
     if isinstance(session, str):
         return None, session, ran
+    from postmortem.analysis.crosscheck import crosscheck
+
     return crosscheck(core, session, summary, code_map), None, ran

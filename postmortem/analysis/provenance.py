@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from postmortem.analysis.crosscheck import CrossCheck
 from postmortem.analysis.fault.fault import FaultSite
 from postmortem.analysis.hang.hang import HangAnalysis
 from postmortem.codemap import CodeMap
@@ -15,6 +15,9 @@ from postmortem.errors import ToolNotFound
 from postmortem.findings import FindingCode
 from postmortem.model import Module
 from postmortem.tools import Tool, ToolChoice
+
+if TYPE_CHECKING:
+    from postmortem.analysis.crosscheck import CrossCheck
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,11 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from postmortem._version import __version__
 from postmortem.analysis.analyze import Analysis
-from postmortem.analysis.crosscheck import CrossCheck
 from postmortem.analysis.fault.counts import count_faults
 from postmortem.analysis.fault.fault import FaultSite
 from postmortem.analysis.hang.hang import HangAnalysis
@@ -29,7 +28,6 @@ from postmortem.model import Fault, FaultSource
 from postmortem.report.calls import calls_json
 from postmortem.report.deliberate import assert_json, trap_json
 from postmortem.report.forensics import builds_json, census_json, counts_json, forensics_json
-from postmortem.report.host import host_json
 from postmortem.report.oncall import oncall_json
 from postmortem.report.values import (
     Json,
@@ -41,6 +39,9 @@ from postmortem.report.values import (
     version_or_none,
 )
 from postmortem.summary import DumpSummary, KernelLaunch
+
+if TYPE_CHECKING:
+    from postmortem.analysis.crosscheck import CrossCheck
 
 SCHEMA = "postmortem.report/1"
 
@@ -66,10 +67,19 @@ def build_report(analysis: Analysis) -> Json:
         "builds": builds_json(analysis.builds, _ran(analysis)),
         "crosscheck": _crosscheck(analysis.crosscheck, analysis.gdb_note),
         "provenance": _provenance(analysis.provenance),
-        "host": host_json(analysis.host),
+        "host": _host(analysis),
     }
     # A report goes to a ticket: the user's home folder is not part of what it says.
     return hide_home_folders(report) if analysis.redact else report
+
+
+def _host(analysis: Analysis) -> Json | None:
+    # What the host logs add; their readers are loaded only for a report that has some.
+    if analysis.host is None:
+        return None
+    from postmortem.report.host import host_json
+
+    return host_json(analysis.host)
 
 
 def _dim(value: tuple[int, int, int] | None) -> list[int] | None:

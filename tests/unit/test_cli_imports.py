@@ -87,3 +87,32 @@ def test_info_on_a_small_plain_dump_loads_no_numpy_templates_decompressors_or_to
     assert "oob_kernel" in result.stdout
     unwanted = {"numpy", "jinja2", "gzip", "lzma", "bz2", "backports.zstd", "tomllib", "json"}
     assert loaded & unwanted == set()
+
+
+def _loaded(action: str, prefixes: tuple[str, ...]) -> list[str]:
+    code = (
+        f"import sys\ntry:\n    {action}\nexcept SystemExit:\n    pass\n"
+        f"print('LOADED:' + ','.join(sorted(m for m in sys.modules if m.startswith({prefixes!r}))),"
+        " file=sys.stderr)"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120
+    )
+    line = next(x for x in result.stderr.splitlines() if x.startswith("LOADED:"))
+    return [m for m in line.removeprefix("LOADED:").split(",") if m]
+
+
+def test_an_analyze_without_cuda_gdb_or_host_logs_loads_neither_reader():
+    # cuda-gdb's parsers and the host logs' readers are a fifth of analyze's start-up: loaded
+    # only when cuda-gdb runs or a host log is given
+    dump = Path(__file__).resolve().parents[2] / "fixtures" / "dumps" / "oob_store.nvcudmp"
+    action = (
+        "from postmortem.cli import main; "
+        f"main(['analyze', {str(dump)!r}, '--no-gdb', '--no-disasm'], prog_name='postmortem')"
+    )
+    unwanted = ("postmortem.gdb", "postmortem.host.", "postmortem.analysis.host",
+                "postmortem.analysis.crosscheck")  # fmt: skip
+    # (the redactor hides home folders in every report; it imports nothing of the rest)
+    assert [m for m in _loaded(action, unwanted) if m != "postmortem.host.redact"] == []
+    with_log = action.replace("'--no-disasm'", f"'--no-disasm', '--host-log', {str(dump)!r}")
+    assert "postmortem.analysis.host.join" in _loaded(with_log, unwanted)

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from postmortem.analysis.analyze import Analysis
-from postmortem.analysis.crosscheck import CrossCheck
 from postmortem.analysis.fault.calls import CallStack
 from postmortem.analysis.fault.fault import FaultSite
 from postmortem.analysis.fault.inline import FrameName
@@ -20,6 +20,9 @@ from postmortem.demangle import brief_name, heading_name
 from postmortem.exceptions import is_memory_exception
 from postmortem.findings import Finding, FindingCode, Severity
 from postmortem.salvage import lost_rows
+
+if TYPE_CHECKING:
+    from postmortem.analysis.crosscheck import CrossCheck
 
 NATIVE = "native reader"
 NVDISASM = "nvdisasm"
