@@ -253,8 +253,8 @@ def send_analysis(
     """Send the event of one dump analyzed with `options` (`postmortem analyze
     --sentry-dsn`), signed by the packaged rules; the warning, when Sentry did not take it."""
     from postmortem.analysis.fleet.signature import load_rules
-    from postmortem.scan.work.worker import WorkOptions, triage_row
+    from postmortem.scan.work.worker import analysis_row
 
     sink = SentrySink(target)
-    sink.send(triage_row(path, analysis, WorkOptions(options, load_rules(), triage=True)))
+    sink.send(analysis_row(path, analysis, load_rules(), options.localize.sources.maps))
     return sink.close().warning(target, "run the command again to send it")

@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from postmortem.analysis.analyze import Analysis, AnalyzeOptions, analyze_dump
+from postmortem.analysis.fault.source import PathMap
 from postmortem.analysis.fleet.signature import (
     SignatureRules,
     compute_signature,
@@ -108,14 +109,15 @@ def scan_dump(path: Path, options: WorkOptions, name: str | None = None) -> Dump
     try:
         if options.lean:
             found, at_pc = lean_analysis(path, options.analyze, _memo(options), _cubins(options))
-            row = _row(shown, _named(found, shown), info, names, options)
+            row = _row(shown, _named(found, shown), info, names, options.rules, _maps(options))
             row = replace(
                 row, code_key=at_pc.code_key, instruction=at_pc.instruction,
                 instruction_note=at_pc.note, degraded=at_pc.retry, build_key=at_pc.build_key,
             )  # fmt: skip
         else:
             analysis = _named(analyze_dump(path, options.analyze), shown)
-            row = _with_outputs(_row(shown, analysis, info, names, options), analysis, options)
+            row = _row(shown, analysis, info, names, options.rules, _maps(options))
+            row = _with_outputs(row, analysis, options)
             site = analysis.sites[0] if analysis.sites else None
             if site is not None and site.instruction is not None:
                 row = replace(row, instruction=site.instruction.text)
@@ -198,15 +200,29 @@ def lost_row(
     return replace(row, fingerprint=print_)
 
 
-def triage_row(path: Path, analysis: Analysis, options: WorkOptions) -> DumpRow:
-    """The row of one analyzed dump with its triage facts (`postmortem analyze --sentry-dsn`)."""
+def analysis_row(
+    path: Path, analysis: Analysis, rules: SignatureRules, maps: Sequence[PathMap] = ()
+) -> DumpRow:
+    """The row of one dump analyzed outside a scan (`postmortem analyze --sentry-dsn`), with
+    its triage facts: the facts a scan's row of the same dump holds, so that both make the
+    same event (the same event id: Sentry keeps one)."""
     try:
         info, print_ = _stat(path)
     except OSError:  # gone since, or not a local file: no size, and no time but its own
         info, print_ = os.stat_result((0,) * 10), None
-    names = parse_name(path.name, options.name_patterns)
-    row = _with_outputs(_row(str(path), analysis, info, names, options), analysis, options)
-    return with_names(replace(row, fingerprint=print_), names)
+    names = parse_name(path.name, DEFAULT_PATTERNS)
+    row = _row(str(path), analysis, info, names, rules, maps)
+    row = replace(row, fingerprint=print_, triage=triage_of(analysis))
+    return with_names(row, names)
+
+
+def triage_of(analysis: Analysis) -> Triage:
+    """What a crash-triage event adds to a dump's row: the verdict and the Markdown report."""
+    return Triage(verdict_context(build_report(analysis)), report_text(analysis, "md"))
+
+
+def _maps(options: WorkOptions) -> tuple[PathMap, ...]:
+    return options.analyze.localize.sources.maps
 
 
 def _with_outputs(row: DumpRow, analysis: Analysis, options: WorkOptions) -> DumpRow:
@@ -214,8 +230,7 @@ def _with_outputs(row: DumpRow, analysis: Analysis, options: WorkOptions) -> Dum
     if target is None and not options.triage:
         return row
     if options.triage:
-        markdown = report_text(analysis, "md")
-        row = replace(row, triage=Triage(verdict_context(build_report(analysis)), markdown))
+        row = replace(row, triage=triage_of(analysis))
     if target is None:
         return row
     try:
@@ -227,12 +242,17 @@ def _with_outputs(row: DumpRow, analysis: Analysis, options: WorkOptions) -> Dum
 
 
 def _row(
-    path: str, analysis: Analysis, info: os.stat_result, names: NameFacts, options: WorkOptions
+    path: str,
+    analysis: Analysis,
+    info: os.stat_result,
+    names: NameFacts,
+    rules: SignatureRules,
+    maps: Sequence[PathMap],
 ) -> DumpRow:
     summary = analysis.summary
     meta = summary.metadata
     facts = signature_input(analysis)
-    signature = compute_signature(facts, options.rules, options.analyze.localize.sources.maps)
+    signature = compute_signature(facts, rules, maps)
     trouble = next(
         (t for site in analysis.sites if (t := _tool_trouble(site.diagnoses)) is not None), None
     )
