@@ -20,45 +20,43 @@ def store_dir(tmp_path):
     return tmp_path / "disasm"
 
 
-def test_a_second_process_finds_the_disassembly_on_disk(store_dir):
-    nvdisasm = require_tool("nvdisasm")
+def _disassemble(store: DisassemblyFiles | None = None):
+    """The first kernel of the fixture cubin, disassembled with `store`."""
     cubin = (REPO / "fixtures" / ENTRY["path"]).read_bytes()
     symbol = ENTRY["kernels"][0]["symbol_index"]
+    return disassemble(cubin, symbol, nvdisasm=require_tool("nvdisasm"), store=store)
+
+
+def test_a_second_process_finds_the_disassembly_on_disk(store_dir):
     # GIVEN one worker's store that disassembled a kernel
     store = DisassemblyFiles(store_dir)
-    first = disassemble(cubin, symbol, nvdisasm=nvdisasm, store=store)
+    first = _disassemble(store)
     assert first.seconds > 0 and len(list(store_dir.glob("*.json"))) == 1
     # WHEN another worker (a fresh store on the same directory) needs the same kernel
-    second = disassemble(cubin, symbol, nvdisasm=nvdisasm, store=DisassemblyFiles(store_dir))
+    second = _disassemble(DisassemblyFiles(store_dir))
     # THEN it parses the stored text instead of running nvdisasm
     assert second.seconds == 0.0
     assert second.listing == first.listing
     assert second.tool_version == first.tool_version
     # and without a store nvdisasm runs again
-    assert disassemble(cubin, symbol, nvdisasm=nvdisasm).seconds > 0
+    assert _disassemble().seconds > 0
 
 
 def test_a_store_without_a_directory_remembers_in_memory(store_dir):
-    nvdisasm = require_tool("nvdisasm")
-    cubin = (REPO / "fixtures" / ENTRY["path"]).read_bytes()
-    symbol = ENTRY["kernels"][0]["symbol_index"]
     store = DisassemblyFiles(None)
-    first = disassemble(cubin, symbol, nvdisasm=nvdisasm, store=store)
-    again = disassemble(cubin, symbol, nvdisasm=nvdisasm, store=store)
+    first = _disassemble(store)
+    again = _disassemble(store)
     assert again.listing is first.listing and again.seconds == 0.0 < first.seconds
     assert not store_dir.exists()
 
 
 def test_a_kept_listing_that_is_not_ours_is_not_taken(store_dir):
-    nvdisasm = require_tool("nvdisasm")
-    cubin = (REPO / "fixtures" / ENTRY["path"]).read_bytes()
-    symbol = ENTRY["kernels"][0]["symbol_index"]
-    first = disassemble(cubin, symbol, nvdisasm=nvdisasm, store=DisassemblyFiles(store_dir))
+    first = _disassemble(DisassemblyFiles(store_dir))
     # GIVEN the kept file damaged (cut short)
     (kept,) = store_dir.glob("*.json")
     kept.write_bytes(kept.read_bytes()[:100])
     # WHEN a fresh process needs the listing
-    again = disassemble(cubin, symbol, nvdisasm=nvdisasm, store=DisassemblyFiles(store_dir))
+    again = _disassemble(DisassemblyFiles(store_dir))
     # THEN nvdisasm runs again (no error, no listing from the damaged file), and keeps it anew
     assert again.seconds > 0 and again.listing == first.listing
     assert DisassemblyFiles(store_dir).get(kept.stem) is not None
@@ -69,15 +67,12 @@ def test_the_folder_keeps_at_most_its_limit_the_oldest_going_first(store_dir, mo
 
     from postmortem.cubin import disasm_files
 
-    nvdisasm = require_tool("nvdisasm")
-    cubin = (REPO / "fixtures" / ENTRY["path"]).read_bytes()
-    symbol = ENTRY["kernels"][0]["symbol_index"]
     monkeypatch.setattr(disasm_files, "FOLDER_MAX_FILES", 3)
     store_dir.mkdir()
     for number in range(4):  # four older listings, the first the oldest
         (store_dir / f"old{number}.json").write_text("{}")
         os.utime(store_dir / f"old{number}.json", (1000 + number, 1000 + number))
-    disassemble(cubin, symbol, nvdisasm=nvdisasm, store=DisassemblyFiles(store_dir))
+    _disassemble(DisassemblyFiles(store_dir))
     names = sorted(p.name for p in store_dir.glob("*.json"))
     assert len(names) == 3 and "old0.json" not in names and "old1.json" not in names
     assert any(not n.startswith("old") for n in names)
