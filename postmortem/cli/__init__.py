@@ -6,7 +6,7 @@ Exit status (stable): 0 done; 2 the input could not be read as a CUDA coredump;
 One module per command (`info`, `analyze`, `extract`, `debug`, `signature`, `scan`,
 `capture`, `trigger`, `triage`), what they share in `common.py` and the option types in
 `options.py`. Each command imports what it needs when it runs (the reader, the analysis,
-`postmortem.scan.command`): `--help` and shell completion load click and this package
+`postmortem.scan.request`): `--help` and shell completion load click and this package
 only, never the reader, numpy, the analysis or jinja2.
 """
 

@@ -211,7 +211,7 @@ def scan(
       postmortem scan s3://bucket/dumps/ --since 24h
       postmortem scan artifacts/ --known known-crashes.toml --fail-on new --junit crashes.xml
     """
-    from postmortem.scan import command as scan_cli
+    from postmortem.scan import request as scan_cli
     from postmortem.scan.engines.choose import EngineName
     from postmortem.scan.outputs.ci.policy import FailOn
     from postmortem.scan.outputs.ci.write import CiMode
@@ -232,4 +232,4 @@ def scan(
     click.echo(text, nl=False)
     if request.outputs.output is not None:
         click.echo(scan_cli.summary_line(result, request.outputs.output), err=True)
-    sys.exit(scan_cli.exit_status(result, settings.fail_on))
+    sys.exit(scan_cli.scan_exit_status(result, settings.fail_on))

@@ -130,7 +130,7 @@ LAYER_OF: dict[str, str] = {
     "postmortem.scan.progress": "scan.run",
     "postmortem.scan.outputs": "scan.outputs",
     # The work behind the commands that write files: they render through report/.
-    "postmortem.scan.command": "commands",
+    "postmortem.scan.request": "commands",
     "postmortem.capture": "commands",
     "postmortem.extract": "commands",
     "postmortem.cli": "cli",

@@ -9,7 +9,7 @@ import pytest
 from postmortem.analysis.analyze import AnalyzeOptions
 from postmortem.analysis.fault.fault import LocalizeOptions
 from postmortem.errors import BadOption, ExitStatus
-from postmortem.scan.command import ScanSettings, scan_request
+from postmortem.scan.request import ScanSettings, scan_request
 
 TOOLS = AnalyzeOptions(LocalizeOptions(timeout=120.0), cuda_gdb=True)
 

@@ -1,14 +1,13 @@
-"""What `postmortem scan` and `postmortem signature` do, behind their arguments.
+"""The scan a command asks for, behind `postmortem scan`'s arguments.
 
-`postmortem.cli` stays free of logic: it hands the option values here as typed objects, the
-scan's as a `ScanSettings`, the tools' as the `AnalyzeOptions` every command builds alike;
-this module turns them into a scan request, runs it, writes its outputs, and gives the
-exit status.
+`postmortem.cli.scan` hands the option values here as typed objects, the scan's as a
+`ScanSettings`, the tools' as the `AnalyzeOptions` every command builds alike; this module
+checks them into a `ScanRequest` before any work, runs it, writes its outputs, and gives
+the exit status.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import time
@@ -16,19 +15,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from postmortem.analysis.analyze import AnalyzeOptions, analyze_dump
+from postmortem.analysis.analyze import AnalyzeOptions
 from postmortem.analysis.fleet.signature import (
-    Signature,
     SignatureRules,
-    compute_signature,
     load_rules,
-    signature_input,
 )
 from postmortem.dumpnames import DEFAULT_PATTERNS, compile_pattern
 from postmortem.errors import (
     BadOption,
     ExitStatus,
-    PostmortemError,
     ScanOutputError,
     UnreadableFile,
 )
@@ -43,7 +38,7 @@ from postmortem.scan.outputs.ci.github import github_run, github_run_of
 from postmortem.scan.outputs.ci.policy import FailOn, failing
 from postmortem.scan.outputs.ci.write import CiMode, CiOutputs, write_ci_outputs
 from postmortem.scan.outputs.incident import incident_view
-from postmortem.scan.outputs.index import build_index, signature_view
+from postmortem.scan.outputs.index import build_index
 from postmortem.scan.progress import ProgressBar
 from postmortem.scan.run import ScanOptions, ScanResult, run_scan
 from postmortem.scan.since import parse_since
@@ -119,7 +114,9 @@ def _warn(line: str) -> None:
     print(escape_controls(f"warning: {line}"), file=sys.stderr)
 
 
-def _rules(path: Path | None) -> SignatureRules:
+def rules_option(path: Path | None) -> SignatureRules:
+    """The signature rules `--rules` names (None: the packaged ones); BadOption when they
+    cannot be used."""
     try:
         return load_rules(path, _warn)
     except (UnreadableFile, ValueError) as error:
@@ -190,7 +187,7 @@ def scan_request(
     cuda_gdb = analyze.cuda_gdb if reports is not None else Tool.OFF
     analyze = replace(analyze, localize=localize, cuda_gdb=cuda_gdb)
     work = WorkOptions(
-        analyze, _rules(settings.rules), settings.name_patterns + DEFAULT_PATTERNS, reports,
+        analyze, rules_option(settings.rules), settings.name_patterns + DEFAULT_PATTERNS, reports,
         report_format, triage=sentry is not None, full_analysis=settings.incident,
     )  # fmt: skip
     cache = (settings.cache_path or default_cache_path()) if settings.use_cache else None
@@ -230,71 +227,6 @@ def summary_line(result: ScanResult, output: Path) -> str:
         f"scan {state}: {len(result.rows)} dumps, {len(result.groups)} signatures, "
         f"{errors} error{'' if errors == 1 else 's'}; "
         f"index written to {escape_controls(str(output))}"
-    )
-
-
-def exit_status(result: ScanResult, fail_on: FailOn = FailOn.NEVER) -> ExitStatus:
-    """The exit status of `postmortem scan` for `result`."""
-    return scan_exit_status(result, fail_on)
-
-
-@dataclass(frozen=True, slots=True)
-class SignatureRequest:
-    """What `postmortem signature` is asked: how to analyze, by which rules, printed how."""
-
-    analyze: AnalyzeOptions
-    rules: Path | None = None
-    """Signature rules; None: the packaged ones."""
-    as_json: bool = False
-
-
-def signature_texts(cores: tuple[Path, ...], request: SignatureRequest) -> tuple[str, list[str]]:
-    """What `postmortem signature` prints for each dump, and the one-line error of each
-    dump that could not be read; in text, control characters are shown escaped."""
-    texts: list[str] = []
-    errors: list[str] = []
-    rules = _rules(request.rules)
-    for core in cores:
-        text, error = _signature_or_error(core, request, rules)
-        texts.append(text)
-        errors.extend([error] if error else [])
-    return "".join(texts), errors
-
-
-def _signature_or_error(
-    core: Path, request: SignatureRequest, rules: SignatureRules
-) -> tuple[str, str | None]:
-    try:
-        return signature_text(core, request, rules), None
-    except PostmortemError as error:
-        return "", escape_controls(f"error: {error}")
-    except Exception as error:  # a bug of ours: the other dumps are still signed
-        line = f"internal error: {core}: {type(error).__name__}: {error} (rerun with --debug)"
-        return "", escape_controls(line)
-
-
-def signature_text(core: Path, request: SignatureRequest, rules: SignatureRules) -> str:
-    """What `postmortem signature` prints for one dump; raises PostmortemError."""
-    signature = sign_dump(core, replace(request.analyze, cuda_gdb=Tool.OFF), rules)
-    if request.as_json:
-        view = {"path": str(core), **signature_view(signature)}
-        return json.dumps(view, sort_keys=True) + "\n"
-    return render_signature(Path(escape_controls(str(core))), _escaped(signature))
-
-
-def _escaped(signature: Signature) -> Signature:
-    # `render_signature` prints these as they are: names and paths from the dump (and the
-    # rules' name) with their control characters escaped; the id stays that of the raw key.
-    return replace(
-        signature,
-        rules=escape_controls(signature.rules),
-        key=escape_controls(signature.key),
-        coarse_key=escape_controls(signature.coarse_key),
-        exception=escape_controls(signature.exception),
-        kernel=escape_controls(signature.kernel),
-        function=None if signature.function is None else escape_controls(signature.function),
-        frames=tuple(escape_controls(frame) for frame in signature.frames),
-        all_frames=tuple(replace(f, file=escape_controls(f.file)) for f in signature.all_frames),
     )
 
 
@@ -364,33 +296,3 @@ def scan_exit_status(result: ScanResult, fail_on: FailOn = FailOn.NEVER) -> Exit
     if failing(result.groups, fail_on):
         return ExitStatus.CRASHES
     return ExitStatus.SCAN_ERRORS if result.errors else ExitStatus.OK
-
-
-def sign_dump(path: Path, options: AnalyzeOptions, rules: SignatureRules) -> Signature:
-    """The signature of one dump; raises PostmortemError when it cannot be read."""
-    analysis = analyze_dump(path, options)
-    return compute_signature(signature_input(analysis), rules, options.localize.sources.maps)
-
-
-def render_signature(path: Path, signature: Signature) -> str:
-    """A signature and its components, for a terminal."""
-    quality = signature.quality
-    used = set(range(signature.skipped, signature.skipped + len(signature.frames)))
-    lines = [
-        f"{path}: signature {signature.id} (v{signature.version}, rules {signature.rules})",
-        f"  key:        {signature.key}",
-        f"  coarse:     {signature.coarse_id}  {signature.coarse_key}",
-        f"  exception:  {signature.exception}",
-        f"  kernel:     {signature.kernel}",
-        f"  function:   {signature.function or '?'}",
-        "  offset:     " + ("?" if signature.offset is None else f"0x{signature.offset:x}"),
-        f"  components: {', '.join(signature.components)}",
-        f"  quality:    {quality.score}/3" + (f" ({quality.advice})" if quality.advice else ""),
-        "  frames (innermost first; * in the key, L library):",
-    ]
-    for number, frame in enumerate(signature.all_frames):
-        mark = ("*" if number in used else " ") + ("L" if frame.library else " ")
-        lines.append(f"    {mark} #{number} {frame.label}")
-    if not signature.all_frames:
-        lines.append("    (none)")
-    return "\n".join(lines) + "\n"
