@@ -89,3 +89,23 @@ def test_zstd_and_xz_are_printed_by_their_edges_without_decompressing(tmp_path, 
     body[-1] ^= 1
     path.write_bytes(bytes(body))
     assert fingerprint(path) != second
+
+
+def test_a_profiler_holding_its_frames_does_not_keep_the_map_open():
+    # GIVEN a profiler that keeps every frame it sees (a Dask worker's samples the stacks of
+    # running tasks, and a frame it holds keeps its locals alive after the call returns)
+    held = []
+
+    def keep(frame, event, _arg):
+        if event == "call":
+            held.append(frame)
+
+    # WHEN a dump is fingerprinted under it
+    sys.setprofile(keep)
+    try:
+        digest = fingerprint(DUMPS / "oob_store.nvcudmp")
+    finally:
+        sys.setprofile(None)
+    # THEN the map is closed all the same (no BufferError: no view of it was left alive),
+    # and the digest is the one made without the profiler
+    assert held and digest == fingerprint(DUMPS / "oob_store.nvcudmp")

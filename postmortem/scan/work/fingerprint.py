@@ -82,7 +82,7 @@ def _tables(file: BinaryIO, size: int, digest: Any) -> bool:
         table_end = header.shoff + header.section_count * SECTION_HEADER_SIZE
         # A dump of many warps has as many section headers as tables (11 MB of 28): by CRC too.
         digest.update(mapped[:64])
-        digest.update(_crc(memoryview(mapped)[header.shoff : table_end]))
+        digest.update(_crc_of_range(mapped, header.shoff, table_end))
         for index in np.flatnonzero(np.isin(sections.type, _TABLES)).tolist():
             digest.update(_crc(sections.data(index)))
         del sections  # its buffer is the map, which closes here
@@ -91,3 +91,11 @@ def _tables(file: BinaryIO, size: int, digest: Any) -> bool:
 
 def _crc(data: Any) -> bytes:
     return zlib.crc32(data).to_bytes(4, "little")
+
+
+def _crc_of_range(mapped: mmap.mmap, start: int, end: int) -> bytes:
+    # The views are released here, whoever still holds them: a profiler that sampled this
+    # frame (a Dask worker's does) keeps its locals alive, and a live view of the map would
+    # make closing it fail.
+    with memoryview(mapped) as whole, whole[start:end] as part:
+        return _crc(part)
