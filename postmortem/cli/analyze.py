@@ -91,7 +91,8 @@ if TYPE_CHECKING:
     "-v",
     "--verbose",
     is_flag=True,
-    help="List every faulting lane's address (else the first 8 in text, 32 in md, 1024 in html).",
+    help="Show every fault site and every faulting lane's address (else the 16 sites with the "
+    "most lanes, and the first 8 lanes of each in text, 32 in md, 1024 in html).",
 )
 @click.option(
     "--host-log", "host_logs", multiple=True, metavar="FILE", type=click.Path(path_type=Path),

@@ -271,6 +271,10 @@ def brief_counts(names: list[str]) -> list[tuple[str, int]]:
 
 LANES_SHOWN = {"text": 8, "md": 32, "html": 1024}
 """Lane addresses listed per fault site unless `verbose` (a grid-wide fault has thousands)."""
+SITES_SHOWN = 16
+"""Fault sites (and census rows) shown in full unless `verbose`, the most lanes first; the
+rest are counted. A dump can hold thousands (a lane row per exception code, a PC per lane),
+and a report goes to a ticket; the JSON keeps every one."""
 
 
 def report_text(analysis: Analysis, fmt: str, *, color: bool = False, verbose: bool = False) -> str:
@@ -308,7 +312,10 @@ def render(kind: Kind, data: Any, fmt: str, *, color: bool = False, verbose: boo
     text = fmt == "text"
     template = _environment(text, color and text).get_template(_TEMPLATES[kind][fmt])
     lanes_shown = 1 << 31 if verbose else LANES_SHOWN.get(fmt, 0)
-    shown = template.render({_DATA_NAME[kind]: data, "lanes_shown": lanes_shown})
+    sites_shown = 1 << 31 if verbose else SITES_SHOWN
+    shown = template.render(
+        {_DATA_NAME[kind]: data, "lanes_shown": lanes_shown, "sites_shown": sites_shown}
+    )
     return fold_lines(shown) if text and kind in _FOLDED else shown
 
 
