@@ -216,6 +216,7 @@ class CodeMap:
         self._loaded: list[LoadedModule] | None = None
         self._by_module: dict[Module, LoadedModule] | None = None
         self._facts: dict[Module, CubinFacts] = {}
+        self._located: dict[tuple[int, int], CodeLocation | None] = {}
         self.unreadable_lines: dict[Module, str] = {}
         """Modules whose `.debug_line` could not be decoded, and why."""
         self.unreadable: list[tuple[Module, str]] = []
@@ -310,6 +311,14 @@ class CodeMap:
         image, whose device is unknown, serves every device."""
         if pc is None:
             return None
+        # Remembered per PC: a dump's faulting lanes share a few PCs, and a lane row of
+        # every lane can record one (thousands of lookups over every module's sections).
+        key = (device_index, pc)
+        if key not in self._located:
+            self._located[key] = self._find(device_index, pc)
+        return self._located[key]
+
+    def _find(self, device_index: int, pc: int) -> CodeLocation | None:
         for loaded in self.modules():
             if loaded.module.device_index not in (device_index, None):
                 continue
