@@ -47,4 +47,4 @@ def info_text(core: Path, as_json: bool) -> str:
     with open_coredump(core) as dump:
         summary = summarize(dump)
         dump.file.check_unchanged()  # an object replaced while read: no summary
-    return render("info", build_info(summary), "json" if as_json else "text")
+    return render("info", build_info(summary, every_fault=as_json), "json" if as_json else "text")

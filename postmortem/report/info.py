@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections import defaultdict
+from dataclasses import replace
 from enum import Enum
 from typing import Any
 
@@ -18,10 +19,12 @@ FAULT_GROUPS_SHOWN = 20
 """(exception, PC) groups the text lists; the JSON has every fault."""
 
 
-def build_info(summary: DumpSummary) -> Json:
+def build_info(summary: DumpSummary, every_fault: bool = True) -> Json:
     """The summary as plain data (what `info --json` prints; stable keys, addresses as
-    integers), plus `fault_summary`: the faults counted and grouped by exception and PC."""
-    data: Json = _plain(summary)
+    integers), plus `fault_summary`: the faults counted and grouped by exception and PC.
+    Without `every_fault`, `faults` is left empty: the text shows the groups only, and a
+    grid-wide fault of a full GPU has a record per lane (270,336 on an H100)."""
+    data: Json = _plain(replace(summary, faults=()) if not every_fault else summary)
     data["fault_summary"] = _fault_summary(summary.faults)
     return data
 
@@ -45,7 +48,12 @@ def _fault_summary(faults: tuple[Fault, ...]) -> Json:
     }
 
 
+_ATOMS = (int, str, float, bool, type(None))
+
+
 def _plain(value: Any) -> Any:
+    if type(value) in _ATOMS:  # most values of a dump's rows: checked first
+        return value
     names = _field_names(type(value))
     if names is not None:
         return {name: _plain(getattr(value, name)) for name in names} | _extra(value)

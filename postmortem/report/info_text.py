@@ -32,9 +32,9 @@ def render_info_text(summary: Json) -> str:
 
 
 def _faults(summary: Json) -> list[str]:
-    if not summary["faults"]:
-        return ["no exception recorded: every warp was live (a hang or a user-triggered dump)"]
     f = summary["fault_summary"]
+    if not f["lanes"] and not f["without_lane"]:
+        return ["no exception recorded: every warp was live (a hang or a user-triggered dump)"]
     head = f"faults at {_plural(f['pcs'], 'PC')}"
     if f["codes"] > 1:
         head += f", {_plural(f['codes'], 'exception code')}"

@@ -44,7 +44,8 @@ def _analyze(path: Path) -> None:
     report = build_report(analyze_dump(path, ANALYZE_OPTIONS))
     for fmt in FORMATS:
         render("analyze", report, fmt)
-        render("analyze", report, fmt, verbose=True)
+        if fmt != "json":  # the JSON holds everything either way
+            render("analyze", report, fmt, verbose=True)
 
 
 @dataclass(frozen=True, slots=True)
