@@ -126,7 +126,9 @@ def hide_home_folders(value: T) -> T:
 
 
 def _hide_home(text: str) -> str:
-    return _HOME.sub("~", text)
+    # Every home folder starts with a slash; most strings of a report (addresses, names)
+    # hold none, and a grid-wide fault's report holds hundreds of thousands of them.
+    return _HOME.sub("~", text) if "/" in text else text
 
 
 def _aws_secret_hidden(match: re.Match[str]) -> str:
@@ -154,7 +156,20 @@ def redact_strings(value: T) -> T:
     return _mapped(value, redact)  # type: ignore[no-any-return]
 
 
+_KEPT = (int, float, bool, type(None))
+"""Values kept as they are, looked at first: most of what a report holds is numbers."""
+
+
 def _mapped(value: Any, text: Callable[[str], str]) -> Any:
+    kind = type(value)
+    if kind in _KEPT:
+        return value
+    if kind is str:
+        return text(value)
+    if kind is dict:
+        return {key: _mapped(item, text) for key, item in value.items()}
+    if kind is list:
+        return [_mapped(item, text) for item in value]
     if isinstance(value, str):
         return text(value)
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
