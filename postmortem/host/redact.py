@@ -161,17 +161,18 @@ _KEPT = (int, float, bool, type(None))
 
 
 def _mapped(value: Any, text: Callable[[str], str]) -> Any:
-    kind = type(value)
-    if kind in _KEPT:
+    # Containers before dataclasses: asking whether a value is a dataclass costs more, and
+    # a report holds far more dicts and lists than dataclasses.
+    if type(value) in _KEPT:
         return value
-    if kind is str:
-        return text(value)
-    if kind is dict:
-        return {key: _mapped(item, text) for key, item in value.items()}
-    if kind is list:
-        return [_mapped(item, text) for item in value]
     if isinstance(value, str):
         return text(value)
+    if isinstance(value, dict):
+        return {key: _mapped(item, text) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_mapped(item, text) for item in value]
+    if isinstance(value, tuple):
+        return tuple(_mapped(item, text) for item in value)
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         changes = {
             f.name: _mapped(getattr(value, f.name), text)
@@ -179,10 +180,4 @@ def _mapped(value: Any, text: Callable[[str], str]) -> Any:
             if f.init
         }
         return dataclasses.replace(value, **changes)
-    if isinstance(value, tuple):
-        return tuple(_mapped(item, text) for item in value)
-    if isinstance(value, list):
-        return [_mapped(item, text) for item in value]
-    if isinstance(value, dict):
-        return {key: _mapped(item, text) for key, item in value.items()}
     return value
