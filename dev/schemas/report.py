@@ -1973,6 +1973,7 @@ def schema() -> Schema:
                         "error_pc",
                         "error_pc_hex",
                         "exception",
+                        "fault_count",
                         "faults",
                         "forensics",
                         "function",
@@ -2161,6 +2162,11 @@ def schema() -> Schema:
                         "error_pc": {"type": ["integer", "null"]},
                         "error_pc_hex": {"type": ["string", "null"]},
                         "exception": shared.nullable(EXCEPTION),
+                        "fault_count": {
+                            "type": "integer",
+                            "minimum": 0,
+                            "description": "Fault records at the site; `faults` lists each.",
+                        },
                         "faults": {
                             "type": "array",
                             "items": {
@@ -2208,6 +2214,7 @@ def schema() -> Schema:
                                 "arguments",
                                 "checks",
                                 "formula",
+                                "lane_count",
                                 "lane_set",
                                 "lanes",
                                 "notes",
@@ -2405,6 +2412,12 @@ def schema() -> Schema:
                                 "formula": {
                                     "type": ["string", "null"],
                                     "description": "How the address is formed, e.g. R3:R2 + 0x1c.",
+                                },
+                                "lane_count": {
+                                    "type": "integer",
+                                    "minimum": 0,
+                                    "description": "Lanes whose address was worked out; "
+                                    "`lanes` lists each.",
                                 },
                                 "lane_set": {"type": "string"},
                                 "lanes": {

@@ -46,10 +46,16 @@ if TYPE_CHECKING:
 SCHEMA = "postmortem.report/1"
 
 
-def build_report(analysis: Analysis) -> Json:
-    """The report of one analysis as plain data (the JSON output is exactly this)."""
+def build_report(analysis: Analysis, *, lanes: int | None = None) -> Json:
+    """The report of one analysis as plain data (the JSON output is exactly this).
+
+    `lanes` keeps at most that many entries of each per-lane list (a site's `faults`, its
+    forensics' `lanes`) for a format that shows only the first few: a grid-wide fault of a
+    full GPU holds 270,000 of each. Their counts (`fault_count`, `lane_count`) stay whole.
+    None keeps every entry, as the JSON does.
+    """
     summary = analysis.summary
-    sites = [_site(site) for site in analysis.sites]
+    sites = [_site(site, lanes) for site in analysis.sites]
     report = {
         "schema": SCHEMA,
         "tool": {"name": "postmortem", "version": __version__},
@@ -189,7 +195,7 @@ def _coords(fault: Fault) -> Json:
     }
 
 
-def _site(site: FaultSite) -> Json:
+def _site(site: FaultSite, lanes: int | None) -> Json:
     function = site.function
     names = site.frame_names or (None,) * len(site.quoted)
     return {
@@ -206,7 +212,8 @@ def _site(site: FaultSite) -> Json:
         "calls": calls_json(site.calls),
         "driver_says": next((f.detail for f in site.faults if f.detail), None),
         "census": counts_json(count_faults(site.faults)),
-        "faults": [_coords(f) for f in site.faults],
+        "faults": [_coords(f) for f in site.faults[:lanes]],
+        "fault_count": len(site.faults),
         "instruction": _instruction(site),
         "window": [
             {"offset_hex": f"0x{i.offset:04x}", "text": i.text, "is_fault": i.offset == site.offset}
@@ -228,7 +235,7 @@ def _site(site: FaultSite) -> Json:
             }
             for depth, (q, name) in enumerate(zip(site.quoted, names, strict=True))
         ],
-        "forensics": forensics_json(site.forensics),
+        "forensics": forensics_json(site.forensics, lanes),
         "assert": assert_json(site.assertion),
         "trap_stop": trap_json(site.trap),
         "diagnoses": [_diagnosis(d) for d in site.diagnoses],

@@ -16,8 +16,9 @@ from postmortem.analysis.provenance import BuildInfo
 from postmortem.report.values import Json, dim_or_none, exception_json, hex_or_none, kernel_json
 
 
-def forensics_json(forensics: Forensics | None) -> Json | None:
-    """One site's forensics; None when there was no instruction to decode."""
+def forensics_json(forensics: Forensics | None, lanes: int | None = None) -> Json | None:
+    """One site's forensics, with at most `lanes` lane addresses (all when None; the count
+    stays whole); None when there was no instruction to decode."""
     if forensics is None:
         return None
     access = forensics.access
@@ -46,8 +47,9 @@ def forensics_json(forensics: Forensics | None) -> Json | None:
                 "missing": list(a.missing),
                 "registers": [{"name": n, "value_hex": f"0x{v:x}"} for n, v in a.registers],
             }
-            for a in forensics.lanes
+            for a in forensics.lanes[:lanes]
         ],  # fmt: skip
+        "lane_count": len(forensics.lanes),
         "spread": None if spread is None else _spread(spread),
         "checks": [
             {

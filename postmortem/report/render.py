@@ -282,7 +282,10 @@ def report_text(analysis: Analysis, fmt: str, *, color: bool = False, verbose: b
     writes beside a dump, and what a scan writes for each dump."""
     from postmortem.report.context import build_report
 
-    return render("analyze", build_report(analysis), fmt, color=color, verbose=verbose)
+    # What a format does not show is not built: only the JSON lists every lane.
+    lanes = None if verbose or fmt == "json" else max(LANES_SHOWN.get(fmt, 0), 1)
+    report = build_report(analysis, lanes=lanes)
+    return render("analyze", report, fmt, color=color, verbose=verbose)
 
 
 def render(kind: Kind, data: Any, fmt: str, *, color: bool = False, verbose: bool = False) -> str:

@@ -218,7 +218,7 @@ def analysis_row(
 
 def triage_of(analysis: Analysis) -> Triage:
     """What a crash-triage event adds to a dump's row: the verdict and the Markdown report."""
-    return Triage(verdict_context(build_report(analysis)), report_text(analysis, "md"))
+    return Triage(verdict_context(build_report(analysis, lanes=1)), report_text(analysis, "md"))
 
 
 def _maps(options: WorkOptions) -> tuple[PathMap, ...]:
