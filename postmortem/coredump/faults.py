@@ -34,12 +34,17 @@ def read_faults(core: Coredump, locate: Locate = _nowhere) -> tuple[Fault, ...]:
     no exception is a `TRAP` record.
     """
     faults: list[Fault] = []
-    # Each faulting warp is decoded once, however many of its lanes fault.
+    # Each faulting warp is decoded once, however many of its lanes fault, and each lane
+    # table's rows once, however many of them fault (a grid-wide fault: all 270,000).
     warps: dict[RowRef, Warp] = {}
+    tables: dict[int, tuple[Warp, list[dict[str, int]]]] = {}
     for ref in core.tables.nonzero_rows(t.LN_TABLE, "exception"):
-        warp_ref = core.tables.parent_of(ref.section)
-        warp = warps.get(warp_ref) or warps.setdefault(warp_ref, _warp_at(core, warp_ref))
-        lane = make_lane(core.tables.rows(ref.section, t.LN_TABLE)[ref.row], warp, ref)
+        if ref.section not in tables:
+            warp_ref = core.tables.parent_of(ref.section)
+            warp = warps.get(warp_ref) or warps.setdefault(warp_ref, _warp_at(core, warp_ref))
+            tables[ref.section] = warp, core.tables.rows(ref.section, t.LN_TABLE)
+        warp, rows = tables[ref.section]
+        lane = make_lane(rows[ref.row], warp, ref)
         if not warp.holds_lane(lane.lane):
             continue  # a row the valid-lanes mask does not count is no thread
         pc = warp.error_pc if warp.error_pc is not None else lane.virtual_pc

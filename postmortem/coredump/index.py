@@ -10,7 +10,7 @@ so a cyclic, dangling or truncated part is set aside (and named), never followed
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -142,6 +142,10 @@ class TableIndex:
         """The first section of `child_type` hanging from `parent`, if any."""
         children = self.children(parent, child_type)
         return children[0] if children else None
+
+    def first_children(self, parents: Sequence[RowRef], child_type: int) -> list[int | None]:
+        """`only_child` of each parent, in one query (thousands of faulting lanes)."""
+        return self.survey.first_children(parents, child_type)
 
     def rows_under(self, parent: RowRef, table_type: int) -> Iterator[tuple[RowRef, Row]]:
         """Every row of every table of `table_type` hanging from `parent`, with its ref."""

@@ -10,7 +10,7 @@ type it must name, so a corrupt or cyclic link is reported, never followed.
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from types import TracebackType
 
@@ -320,7 +320,9 @@ class Coredump:
     # -- per-lane and per-warp data ---------------------------------------------------
 
     def _words(self, parent: RowRef, section_type: int) -> tuple[int, ...] | None:
-        section = self.tables.only_child(parent, section_type)
+        return self._words_of(self.tables.only_child(parent, section_type))
+
+    def _words_of(self, section: int | None) -> tuple[int, ...] | None:
         if section is None:
             return None
         data = self.tables.data(section, _MAX_WORDS * 4)
@@ -329,6 +331,11 @@ class Coredump:
     def registers(self, lane: Lane) -> tuple[int, ...] | None:
         """R0..Rn of a lane as uint32, or None when the dump holds none."""
         return self._words(lane.ref, t.DEV_REGS)
+
+    def registers_of(self, lanes: Sequence[Lane]) -> list[tuple[int, ...] | None]:
+        """`registers` of each lane, their tables found in one query."""
+        sections = self.tables.first_children([lane.ref for lane in lanes], t.DEV_REGS)
+        return [self._words_of(section) for section in sections]
 
     def predicates(self, lane: Lane) -> tuple[int, ...] | None:
         """P0..Pn of a lane, or None."""

@@ -28,7 +28,7 @@ from __future__ import annotations
 import bisect
 from abc import ABC, abstractmethod
 from collections import defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from enum import Enum
 
@@ -240,6 +240,11 @@ class Survey(ABC):
     def children(self, parent: RowRef, child_type: int) -> list[int]:
         """Usable sections of `child_type` whose sh_link/sh_info name `parent`, in file
         order (root-level images excepted)."""
+
+    def first_children(self, parents: Sequence[RowRef], child_type: int) -> list[int | None]:
+        """The first of `children` of each parent (None for one without), in one query."""
+        found = (self.children(parent, child_type) for parent in parents)
+        return [sections[0] if sections else None for sections in found]
 
     def table_ranges(self) -> list[tuple[int, int]]:
         """(offset, size) of the rows read from every usable table."""

@@ -6,7 +6,7 @@ holds the two to the same answers.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -92,6 +92,26 @@ class BulkSurvey(Survey):
         return counts
 
     def children(self, parent: RowRef, child_type: int) -> list[int]:
+        keys, members = self._children_of(child_type)
+        key = np.uint64((parent.section << 32) | parent.row)
+        lo, hi = np.searchsorted(keys, key, "left"), np.searchsorted(keys, key, "right")
+        return [int(section) for section in members[lo:hi]]
+
+    def first_children(self, parents: Sequence[RowRef], child_type: int) -> list[int | None]:
+        # One search for all: the register tables of 135,000 faulting lanes.
+        keys, members = self._children_of(child_type)
+        if not len(keys):
+            return [None] * len(parents)
+        wanted = np.fromiter(
+            ((p.section << 32) | p.row for p in parents), dtype=np.uint64, count=len(parents)
+        )
+        at = np.minimum(np.searchsorted(keys, wanted, "left"), len(keys) - 1)
+        firsts = np.where(keys[at] == wanted, members[at], -1).tolist()
+        return [None if section < 0 else section for section in firsts]
+
+    def _children_of(self, child_type: int) -> tuple[Array, Array]:
+        """Sections of `child_type` sorted by the (section, row) key of the row each hangs
+        from, with those keys (a stable sort keeps file order among siblings)."""
         index = self._children_index.get(child_type)
         if index is None:
             members = self.attached_of(child_type)
@@ -102,10 +122,7 @@ class BulkSurvey(Survey):
             order = np.argsort(keys, kind="stable")
             index = (keys[order], members[order])
             self._children_index[child_type] = index
-        keys, members = index
-        key = np.uint64((parent.section << 32) | parent.row)
-        lo, hi = np.searchsorted(keys, key, "left"), np.searchsorted(keys, key, "right")
-        return [int(section) for section in members[lo:hi]]
+        return index
 
     # -- passes (every section of a kind at once) -----------------------------------------
 

@@ -20,8 +20,9 @@ Volta listings do (``STG.E.SYS [R2]``). `decode_access` never raises.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 from postmortem.cubin.sass import SassInstruction
 
@@ -95,6 +96,8 @@ class AddressResult:
     """Registers whose values were unavailable."""
     formula: str
     """How it is computed, e.g. ``R3:R2 + 0x1c``."""
+    registers: tuple[tuple[str, int], ...] = ()
+    """The register values it was computed from, in formula order (zero registers left out)."""
 
 
 # opcode → (space, kind). RED and ATOM are generic-addressed; REDG, ATOMG are global
@@ -292,49 +295,103 @@ def _immediate(text: str) -> int | None:
     return -value if match.group("sign") else value
 
 
+Registers = Sequence[int] | None
+"""R0..Rn (or UR0..URn) of one lane or warp, as the dump holds them; None when it holds none."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Term:
+    """One register term of an address: a register, or a pair (low, high), times a scale.
+    Each name's number indexes the lane's registers; None for one that reads zero (R255)."""
+
+    names: tuple[tuple[str, int | None], ...]
+    uniform: bool
+    scale: int
+
+
+@dataclass(frozen=True, slots=True)
+class _Plan:
+    """How an access's address is formed, worked out once for every lane that runs it."""
+
+    terms: tuple[_Term, ...]
+    offset: int
+    mask: int
+    formula: str
+
+
+# R255 and UR63 read as zero: nvdisasm prints them RZ/URZ, but a decoded number can name them.
+_ZERO_REGISTERS = frozenset({"R255", "UR63"})
+
+
+@lru_cache(maxsize=256)
+def _plan(operand: AddressOperand) -> _Plan:
+    terms: list[_Term] = []
+    labels: list[str] = []
+    for name, pair, scale, uniform in (
+        (operand.base, operand.base_is_64bit, operand.base_scale, False),
+        (operand.uniform_base, operand.uniform_is_64bit, 1, True),
+    ):
+        if name is None:
+            continue
+        names = (name, _next_register(name)) if pair else (name,)
+        label = ":".join(reversed(names))
+        labels.append(label if scale == 1 else f"{label}*{scale}")
+        terms.append(_Term(tuple((n, _number(n)) for n in names), uniform, scale))
+    wide = operand.base_is_64bit or operand.uniform_is_64bit
+    mask = _SIXTY_FOUR if wide else _THIRTY_TWO
+    return _Plan(tuple(terms), operand.offset, mask, _formula(labels, operand))
+
+
+def _number(name: str) -> int | None:
+    if name in _ZERO_REGISTERS:
+        return None
+    digits = name[2:] if name.startswith("UR") else name[1:]
+    return int(digits) if digits.isdigit() else -1  # -1: a name no register has
+
+
 def effective_address(
-    access: MemoryAccess,
-    read_register: Callable[[str], int | None],
-    read_uniform: Callable[[str], int | None],
+    access: MemoryAccess, registers: Registers, uniforms: Registers
 ) -> AddressResult:
     """Computes the address one lane accessed, from that lane's register values.
 
     Args:
         access: The decoded instruction.
-        read_register: Returns a general register's 32-bit value (``"R2"``), or None when the
-            dump does not hold it.
-        read_uniform: Returns a uniform register's 32-bit value (``"UR4"``), or None.
+        registers: The lane's general registers, R0 first (uint32 each), or None when the
+            dump does not hold them.
+        uniforms: Its warp's uniform registers, UR0 first, or None.
 
     Returns:
-        The address, or None with the unavailable registers listed; the formula either way.
-        An access without an address operand gives None, no missing registers and a formula
-        that says so.
+        The address, or None with the unavailable registers listed; the formula and the
+        values read either way. An access without an address operand gives None, no missing
+        registers and a formula that says so. The terms are worked out once per operand:
+        a grid-wide fault computes 270,000 addresses from one.
     """
-    operand = access.address
-    if operand is None:
+    if access.address is None:
         return AddressResult(None, (), "no address operand")
-    labels: list[str] = []
+    plan = _plan(access.address)
+    total = plan.offset
+    read: list[tuple[str, int]] = []
     missing: list[str] = []
-    total = 0
-    for name, pair, scale, reader in (
-        (operand.base, operand.base_is_64bit, operand.base_scale, read_register),
-        (operand.uniform_base, operand.uniform_is_64bit, 1, read_uniform),
-    ):
-        if name is not None:
-            value, label, absent = _read_term(name, pair, reader)
-            labels.append(label if scale == 1 else f"{label}*{scale}")
-            missing += absent
-            total += (value or 0) * scale
-    formula = _formula(labels, operand)
+    for term in plan.terms:
+        values = uniforms if term.uniform else registers
+        value = 0
+        for shift, (name, number) in zip((0, 32), term.names, strict=False):
+            if number is None:
+                continue
+            if values is None or not 0 <= number < len(values):
+                missing.append(name)
+                continue
+            read.append((name, values[number]))
+            value |= (values[number] & _THIRTY_TWO) << shift
+        total += value * term.scale
     if missing:
-        return AddressResult(None, tuple(missing), formula)
-    mask = _SIXTY_FOUR if operand.base_is_64bit or operand.uniform_is_64bit else _THIRTY_TWO
-    return AddressResult((total + operand.offset) & mask, (), formula)
+        return AddressResult(None, tuple(missing), plan.formula, tuple(read))
+    return AddressResult(total & plan.mask, (), plan.formula, tuple(read))
 
 
 def address_formula(access: MemoryAccess) -> str:
     """How the address is formed, without register values: ``R3:R2 + UR4 + 0x1c``."""
-    return effective_address(access, lambda _: 0, lambda _: 0).formula
+    return effective_address(access, (), ()).formula
 
 
 def _formula(labels: list[str], operand: AddressOperand) -> str:
@@ -347,24 +404,6 @@ def _formula(labels: list[str], operand: AddressOperand) -> str:
     if operand.constant_bank is not None:
         text = f"c[{operand.constant_bank[0]:#x}][{text}]"
     return text
-
-
-def _read_term(
-    name: str, pair: bool, reader: Callable[[str], int | None]
-) -> tuple[int | None, str, list[str]]:
-    """Reads a register, or the pair whose low half it names: (value, label, missing)."""
-    low = reader(name)
-    if not pair:
-        if low is None:
-            return None, name, [name]
-        return low & _THIRTY_TWO, name, []
-    high_name = _next_register(name)
-    high = reader(high_name)
-    missing = [n for n, v in ((name, low), (high_name, high)) if v is None]
-    label = f"{high_name}:{name}"
-    if low is None or high is None:
-        return None, label, missing
-    return ((high & _THIRTY_TWO) << 32) | (low & _THIRTY_TWO), label, []
 
 
 def _next_register(name: str) -> str:

@@ -43,6 +43,12 @@ def _instructions(arch: str) -> list[SassInstruction]:
 LISTINGS = {arch: _instructions(arch) for arch in ARCHES}
 
 
+def _values(registers: dict[str, int]) -> tuple[int, ...]:
+    """Register values by number, from {"R2": value} (the ones not named hold 0)."""
+    numbers = {int(name.lstrip("UR")): value for name, value in registers.items()}
+    return tuple(numbers.get(n, 0) for n in range(max(numbers) + 1))
+
+
 def _one(text: str) -> SassInstruction:
     """An instruction parsed from its text, as a listing line."""
     listing = parse_sass(f"        /*0000*/                   {text} ;")
@@ -189,7 +195,7 @@ def test_misaligned_fixture_load_address_is_pointer_plus_four():
     assert access is not None
     registers = {"R2": 0x0000_1000, "R3": 0x0000_7F00}
     # WHEN the lane's R3:R2 holds 0x7f00_0000_1000
-    result = effective_address(access, registers.get, lambda name: None)
+    result = effective_address(access, _values(registers), None)
     # THEN the address is that pointer plus 4, and the descriptor UR4 is not added
     assert result.address == 0x7F00_0000_1004
     assert result.formula == "R3:R2 + 0x4"
@@ -200,7 +206,7 @@ def test_misaligned_fixture_load_address_is_pointer_plus_four():
 def test_shared_address_adds_uniform_register_and_offset():
     access = decode_access(_one("LDS R9, [R4+UR8+0x10]"))
     assert access is not None
-    result = effective_address(access, {"R4": 0x100}.get, {"UR8": 0x2000}.get)
+    result = effective_address(access, _values({"R4": 0x100}), _values({"UR8": 0x2000}))
     assert (result.address, result.formula) == (0x2110, "R4 + UR8 + 0x10")
 
 
@@ -208,7 +214,7 @@ def test_scaled_index_and_negative_offset():
     access = decode_access(_one("STS.128 [R3.X16-0x10], R4"))
     assert access is not None and access.address is not None
     assert access.address.offset == -0x10
-    result = effective_address(access, {"R3": 2}.get, lambda name: None)
+    result = effective_address(access, _values({"R3": 2}), None)
     assert (result.address, result.formula) == (0x10, "R3*16 - 0x10")
 
 
@@ -217,7 +223,7 @@ def test_global_uniform_base_with_zero_extended_register_is_a_uniform_pair():
     assert access is not None and access.address is not None
     assert not access.address.base_is_64bit and access.address.uniform_is_64bit
     uniforms = {"UR8": 0x2000_0000, "UR9": 0x7F}
-    result = effective_address(access, {"R6": 0x40}.get, uniforms.get)
+    result = effective_address(access, _values({"R6": 0x40}), _values(uniforms))
     assert (result.address, result.formula) == (0x7F_2000_0840, "R6 + UR9:UR8 + 0x800")
 
 
@@ -225,29 +231,29 @@ def test_absolute_shared_offset_and_constant_bank_formulas():
     shared = decode_access(_one("LDS R11, [0x1c]"))
     constant = decode_access(_one("LDC.64 R4, c[0x3][R4+0x400]"))
     assert shared is not None and constant is not None
-    assert effective_address(shared, lambda n: None, lambda n: None).formula == "0x1c"
-    result = effective_address(constant, {"R4": 8}.get, lambda n: None)
+    assert effective_address(shared, None, None).formula == "0x1c"
+    result = effective_address(constant, _values({"R4": 8}), None)
     assert (result.address, result.formula) == (0x408, "c[0x3][R4 + 0x400]")
 
 
 def test_unavailable_high_register_is_named():
     access = decode_access(_one("STG.E desc[UR4][R4.64+0x1c], R7"))
     assert access is not None
-    result = effective_address(access, {"R4": 0x10}.get, lambda name: None)
-    assert result == type(result)(None, ("R5",), "R5:R4 + 0x1c")
+    result = effective_address(access, _values({"R4": 0x10}), None)
+    assert result == type(result)(None, ("R5",), "R5:R4 + 0x1c", (("R4", 0x10),))
 
 
 def test_instruction_without_address_operand_says_so():
     access = decode_access(_one("UTMALDG.2D [UR8], [UR4]"))
     assert access is not None
-    result = effective_address(access, lambda n: 0, lambda n: 0)
+    result = effective_address(access, (0,) * 8, (0,) * 8)
     assert (result.address, result.missing, result.formula) == (None, (), "no address operand")
 
 
 def test_register_values_wrap_like_the_hardware():
     access = decode_access(_one("STL [R1+-0x8], R2"))
     assert access is not None
-    result = effective_address(access, {"R1": 4}.get, lambda n: None)
+    result = effective_address(access, _values({"R1": 4}), None)
     assert result.address == 0xFFFF_FFFC  # 32-bit local window offset
 
 
@@ -279,7 +285,7 @@ def test_decode_and_address_never_raise(base, modifiers, operands, value):
     )
     access = decode_access(instruction)
     if access is not None:
-        result = effective_address(access, lambda name: value, lambda name: None)
+        result = effective_address(access, (value,) * 256, None)
         assert result.address is None or result.address >= 0
 
 

@@ -13,10 +13,6 @@ from postmortem.coredump import Coredump
 from postmortem.cubin.operands import MemoryAccess, effective_address
 from postmortem.model import Dim3, Fault, Lane, RowRef, Warp
 
-# R255 and UR63 read as zero: nvdisasm prints them RZ/URZ, but a decoded register number can
-# still name them.
-_ZERO_REGISTERS = frozenset({"RZ", "URZ", "R255", "UR63"})
-
 
 @dataclass(frozen=True, slots=True)
 class LaneAddress:
@@ -85,10 +81,17 @@ def lane_addresses(
             moved.append(fault.lane_record)
     uniforms: dict[RowRef, tuple[int, ...] | None] = {}  # read once per warp
     result = []
-    for warp, lane in pairs:
+    registers = core.registers_of([lane for _, lane in pairs])
+    for (warp, lane), values in zip(pairs, registers, strict=True):
         if warp.ref not in uniforms:
             uniforms[warp.ref] = core.uniform_registers(warp)
-        result.append(_lane_address(access, lane, core.registers(lane), uniforms[warp.ref]))
+        found = effective_address(access, values, uniforms[warp.ref])
+        result.append(
+            LaneAddress(
+                lane.device_index, lane.sm_id, lane.warp_id, lane.lane, lane.block_idx,
+                lane.thread_idx, found.address, found.missing, found.registers,
+            )
+        )  # fmt: skip
     which = "active lanes at the error PC" if warp_level else "faulting lanes"
     return tuple(result), which, tuple(moved)
 
@@ -100,33 +103,6 @@ def _active_lanes_at(core: Coredump, warp: Warp, pc: int | None) -> Iterable[tup
             continue
         if still_at_fault(lane, pc):
             yield warp, lane
-
-
-def _lane_address(
-    access: MemoryAccess,
-    lane: Lane,
-    registers: tuple[int, ...] | None,
-    uniforms: tuple[int, ...] | None,
-) -> LaneAddress:
-    read: list[tuple[str, int]] = []
-
-    def reader(values: tuple[int, ...] | None, prefix: str):  # type: ignore[no-untyped-def]
-        def read_one(name: str) -> int | None:
-            if name in _ZERO_REGISTERS:
-                return 0
-            number = int(name[len(prefix) :])
-            if values is None or number >= len(values):
-                return None
-            read.append((name, values[number]))
-            return values[number]
-
-        return read_one
-
-    result = effective_address(access, reader(registers, "R"), reader(uniforms, "UR"))
-    return LaneAddress(
-        lane.device_index, lane.sm_id, lane.warp_id, lane.lane, lane.block_idx,
-        lane.thread_idx, result.address, result.missing, tuple(read),
-    )  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)

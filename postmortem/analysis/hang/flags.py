@@ -98,7 +98,7 @@ def _polled(
     access = _access(load)
     address, formula = None, "the load's operand is not understood"
     if access is not None:
-        result = effective_address(access, _reader(registers, "R"), _reader(uniforms, "UR"))
+        result = effective_address(access, registers, uniforms)
         address, formula = result.address, result.formula
         if result.missing:
             formula += f"; not in the dump: {', '.join(result.missing)}"
