@@ -76,7 +76,23 @@ def build_report(analysis: Analysis, *, lanes: int | None = None) -> Json:
         "host": _host(analysis),
     }
     # A report goes to a ticket: the user's home folder is not part of what it says.
-    return hide_home_folders(report) if analysis.redact else report
+    return _home_folders_hidden(report) if analysis.redact else report
+
+
+def _home_folders_hidden(report: Json) -> Json:
+    """`hide_home_folders` of the report, but for its per-lane lists: they hold numbers, hex
+    strings and register names, never a path, and a grid-wide fault's hold 5 million values."""
+    lanes = [(site.pop("faults"), _pop_lanes(site["forensics"])) for site in report["sites"]]
+    hidden: Json = hide_home_folders(report)
+    for site, (faults, addresses) in zip(hidden["sites"], lanes, strict=True):
+        site["faults"] = faults
+        if site["forensics"] is not None:
+            site["forensics"]["lanes"] = addresses
+    return hidden
+
+
+def _pop_lanes(forensics: Json | None) -> list[Json]:
+    return [] if forensics is None else forensics.pop("lanes")
 
 
 def _host(analysis: Analysis) -> Json | None:

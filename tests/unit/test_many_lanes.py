@@ -4,6 +4,9 @@ the JSON keeps every lane (a grid-wide fault of a full GPU has 270,000)."""
 
 from __future__ import annotations
 
+import dataclasses
+from pathlib import Path
+
 import pytest
 
 from postmortem.analysis.analyze import AnalyzeOptions, analyze_dump
@@ -65,3 +68,13 @@ def test_verbose_lists_every_lane(analysis):
     text = report_text(analysis, "text", verbose=True)
     assert "more lanes" not in text
     assert f"0x7f{0x1000 * (WARPS - 1) + 4 * 31:08x}" in text
+
+
+def test_home_folders_are_hidden_and_every_lane_kept(analysis):
+    # The per-lane lists are set aside while the rest is walked for home folders.
+    moved = dataclasses.replace(analysis, path=Path("/home/bob/runs/t.nvcudmp"), redact=True)
+    report = build_report(moved)
+    assert report["dump"]["path"] == "~/runs/t.nvcudmp"
+    (site,) = report["sites"]
+    assert len(site["faults"]) == len(site["forensics"]["lanes"]) == 32 * WARPS
+    assert site["faults"] == build_report(analysis)["sites"][0]["faults"]
