@@ -372,6 +372,7 @@ def _bounded(text: str, limit: int) -> str:
     return text[:head] + ELLIPSIS + text[len(text) - (kept - head) :]
 
 
+@lru_cache(maxsize=4096)
 def normalize_name(name: str) -> str:
     """A C++ name for grouping: demangled, templates collapsed, parameters and return type gone.
 
@@ -385,6 +386,8 @@ def normalize_name(name: str) -> str:
     return _after_last(_collapse(text, ""), " ")
 
 
+# Remembered: a fleet's dumps name the same few kernels, and a CUTLASS name takes a millisecond.
+@lru_cache(maxsize=4096)
 def normalize_kernel(name: str) -> str:
     """`normalize_name` that keeps a wrapper kernel's identity (`WRAPPERS`), normalized in
     turn: ``cutlass::device_kernel<cutlass::gemm::kernel::GemmUniversal<>>`` and

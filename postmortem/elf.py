@@ -330,8 +330,13 @@ class Sections:
 
             return elfcolumns.bytes_in_file(self.type, self.offset, self.size, self.buffer_size)
         end = self.buffer_size
+        # Comparisons, not min(): a dump has a thousand sections, and this runs for each.
         return [
-            0 if kind == SHT_NOBITS else min(size, end - min(offset, end))
+            0
+            if kind == SHT_NOBITS or offset >= end
+            else size
+            if offset + size <= end
+            else end - offset
             for kind, offset, size in zip(self.type, self.offset, self.size, strict=True)
         ]
 

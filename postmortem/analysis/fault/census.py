@@ -63,6 +63,5 @@ def _row(kernel: str | None, offset: int | None, faults: list[Fault]) -> CensusR
 def _range(points: list[Dim3]) -> CoordinateRange | None:
     if not points:
         return None
-    low = (min(p[0] for p in points), min(p[1] for p in points), min(p[2] for p in points))
-    high = (max(p[0] for p in points), max(p[1] for p in points), max(p[2] for p in points))
-    return CoordinateRange(low, high)
+    xs, ys, zs = zip(*points, strict=True)
+    return CoordinateRange((min(xs), min(ys), min(zs)), (max(xs), max(ys), max(zs)))
