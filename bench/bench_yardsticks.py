@@ -5,7 +5,9 @@
    global memory, r400 rows so that cuda-gdb 11.8 reads them; written by
    fixtures/builder/large.py), against cuda-gdb opening the same dump and listing its
    kernels (`cuda-gdb -batch -ex "target cudacore DUMP" -ex "info cuda kernels"`). A
-   cuda-gdb that cannot open a dump is said so, and ours is shown alone.
+   cuda-gdb that cannot open a dump is said so, and ours is shown alone. Then the same
+   H100 shape with a grid-wide fault (every lane of the second half of its warps faulting,
+   135,168 lanes: a wrong base pointer in every thread), run once each.
 2. `postmortem scan DIR -j 2 --no-cache` of N distinct dumps (copies of 13 fixture dumps and
    of one 28 MB dump of 86,016 lanes, each copy made distinct by trailing bytes), in dumps/s
    and CPU ms per dump, with nvdisasm (the instruction at each faulting PC) and without it
@@ -121,11 +123,13 @@ def commands(title: str, dump: Path, repeat: int) -> None:
         print(_line(label, measure(argv, repeat), yardstick))
 
 
-def build_large(path: Path, lanes: int, global_bytes: int) -> Path:
+def build_large(path: Path, lanes: int, global_bytes: int, faulting_warps: int = 1) -> Path:
+    """A large.py dump; `faulting_warps` > 1: every lane of that many warps faults, from the
+    middle warp on (a wrong base pointer in every thread)."""
     builder = ROOT / "fixtures" / "builder" / "large.py"
     subprocess.run(
         [sys.executable, str(builder), str(path), "--layout", "r400", "--lanes", str(lanes),
-         "--global-bytes", str(global_bytes)],
+         "--global-bytes", str(global_bytes), "--faulting-warps", str(faulting_warps)],
         check=True, cwd=ROOT, stdout=subprocess.DEVNULL,
     )  # fmt: skip
     return path
@@ -179,7 +183,9 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--lanes", type=int, default=270_336)
     parser.add_argument("--scan-lanes", type=int, default=86_016, help="the scan's large dump")
-    parser.add_argument("--skip", choices=("small", "h100", "scan"), action="append", default=[])
+    parser.add_argument(
+        "--skip", choices=("small", "h100", "grid", "scan"), action="append", default=[]
+    )
     args = parser.parse_args()
     compileall.compile_dir(ROOT / "postmortem", quiet=1)
     print(f"{os.cpu_count()} CPUs; median of {args.repeat} runs each (H100: {slow(args)})")
@@ -192,6 +198,12 @@ def main() -> None:
             h100 = build_large(work / "h100.nvcudmp", args.lanes, 4 << 30)
             commands(f"H100-shaped dump, {args.lanes:,} lanes", h100, slow(args))
             h100.unlink()
+        if "grid" not in args.skip:
+            warps = args.lanes // 32 // 2  # the middle warp to the last
+            grid = build_large(work / "grid_wide.nvcudmp", args.lanes, 4 << 30, warps)
+            title = f"H100-shaped dump, every lane of {warps:,} warps faulting"
+            commands(title, grid, 1)
+            grid.unlink()
         if "scan" not in args.skip:
             large = build_large(work / "many_warps.nvcudmp", args.scan_lanes, 0)
             paths = scan_corpus(work / "dumps", args.count, large)

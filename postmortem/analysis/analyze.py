@@ -11,7 +11,12 @@ from typing import TYPE_CHECKING, TypeAlias
 
 from postmortem._version import __version__
 from postmortem.analysis.fault.census import CensusRow, fault_census
-from postmortem.analysis.fault.fault import FaultSite, LocalizeOptions, localize
+from postmortem.analysis.fault.fault import (
+    FaultSite,
+    LocalizeOptions,
+    localize,
+    start_fault_disassembly,
+)
 from postmortem.analysis.hang.hang import HangAnalysis, analyze_hang
 from postmortem.analysis.provenance import (
     BuildInfo,
@@ -110,7 +115,8 @@ def analyze_dump(path: Path, options: AnalyzeOptions | None = None) -> Analysis:
     # It runs in its own session, out of reach of the user's Ctrl-C: if anything here ends
     # the analysis early, it is cancelled rather than waited for.
     cancel = threading.Event()
-    with ThreadPoolExecutor(max_workers=1) as pool, open_coredump(path) as core:
+    # nvdisasm too runs in the pool, from the moment the faulting function is known.
+    with ThreadPoolExecutor(max_workers=2) as pool, open_coredump(path) as core:
 
         def start_gdb(summary: DumpSummary) -> Future[_GdbOutcome] | None:
             if not options.cuda_gdb.run:
@@ -119,8 +125,11 @@ def analyze_dump(path: Path, options: AnalyzeOptions | None = None) -> Analysis:
             local = core.file.child_path() if isinstance(core.file, MappedFile) else path
             return pool.submit(_run_gdb, local, options, cancel, summary)
 
+        def start_nvdisasm(code_map: CodeMap, summary: DumpSummary) -> None:
+            start_fault_disassembly(code_map, summary.faults, options.localize, pool, cancel)
+
         try:
-            analysis = _analyze(path, core, options, start_gdb)
+            analysis = _analyze(path, core, options, start_gdb, start_nvdisasm)
             core.file.check_unchanged()  # an object replaced while read: no report
         except BaseException:
             cancel.set()
@@ -156,6 +165,7 @@ def _analyze(
     core: Coredump,
     options: AnalyzeOptions,
     start_gdb: Callable[[DumpSummary], Future[_GdbOutcome] | None],
+    start_nvdisasm: Callable[[CodeMap, DumpSummary], None],
 ) -> Analysis:
     code_map = CodeMap(core)
     # The findings read every warp and lane table: made once, at the end, after localizing
@@ -164,9 +174,11 @@ def _analyze(
     # Started once the summary says whether it can read the dump (milliseconds in); it then
     # runs while nvdisasm and the rest of the analysis work.
     gdb = start_gdb(summary)
-    sites = localize(core, options.localize, code_map, summary.faults)
+    # nvdisasm's fixed cost (most of a second) is paid while the warps are read.
+    start_nvdisasm(code_map, summary)
     warps = warp_pcs(core)
     state = gpu_state(core, code_map, warps)
+    sites = localize(core, options.localize, code_map, summary.faults)
     hang = None
     if options.mode is AnalysisMode.HANG or (options.mode is AnalysisMode.AUTO and not sites):
         hang = without_claims(

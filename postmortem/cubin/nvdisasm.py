@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import os
 import tempfile
+import threading
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Protocol
@@ -112,6 +113,7 @@ def disassemble(
     nvdisasm: str | os.PathLike[str] | None = None,
     timeout: float = 120.0,
     store: DisassemblyStore | None = None,
+    cancel: threading.Event | None = None,
 ) -> Disassembly:
     """Disassembles a cubin held in memory, or only one function of it.
 
@@ -126,6 +128,8 @@ def disassemble(
         store: Where disassemblies are remembered and looked up (a scan worker's, see
             `postmortem.cubin.disasm_files`): a fleet's dumps often carry identical cubins,
             and with a store each (cubin, function) is disassembled once, not once per dump.
+        cancel: Set from another thread to kill nvdisasm early (it runs in a thread of its
+            own while the analysis goes on, `postmortem.analysis.fault.disassembly`).
 
     Returns:
         The parsed listing and how it was obtained.
@@ -143,7 +147,8 @@ def disassemble(
     with tempfile.TemporaryDirectory(prefix="postmortem-nvdisasm-") as scratch:
         path = Path(scratch) / _CUBIN_NAME
         path.write_bytes(cubin)
-        run = run_tool(build_nvdisasm_argv(tool, path, symbol_index), timeout=timeout)
+        argv = build_nvdisasm_argv(tool, path, symbol_index)
+        run = run_tool(argv, timeout=timeout, cancel=cancel)
     if run.returncode != 0:
         detail = _first_message(run.stderr or run.stdout, str(path))
         raise ToolFailed(_TOOL, run.argv, run.returncode, detail)

@@ -11,8 +11,10 @@ offsets are made relative to the function's code section either way.
 from __future__ import annotations
 
 import hashlib
+import threading
 import weakref
 from collections.abc import Callable, Iterator
+from concurrent.futures import Executor, Future
 from dataclasses import dataclass, field, replace
 from typing import Protocol
 
@@ -70,6 +72,9 @@ class _Memo:
     """(image digest, symbol index, section address, nvdisasm option) → the outcome."""
     quotes: dict[tuple[object, ...], tuple[QuotedLine, ...]] = field(default_factory=dict)
     """(chain, source dirs, path maps) → the quoted lines."""
+    started: dict[tuple[str, int], Future[Disassembly]] = field(default_factory=dict)
+    """(image digest, symbol index) → nvdisasm on the relocated image, started early
+    (`start_disassembly`) and not yet taken."""
 
 
 # One memo per CodeMap, i.e. per analysis: dropped with it.
@@ -115,10 +120,7 @@ def disassemble_function(
     Returns the disassembly, or None and the diagnosis that says why there is none.
     """
     memo = _memo(code_map)
-    if module not in memo.images:
-        image = code_map.image_bytes(module)
-        memo.images[module] = (image, hashlib.blake2b(image, digest_size=16).hexdigest())
-    image, digest = memo.images[module]
+    image, digest = _image(memo, code_map, module)
     key = (digest, symbol_index, section_address, str(options.nvdisasm.path))
     if key not in memo.disassemblies:
         makers: dict[str, Callable[[], _Copy | None]] = {
@@ -130,11 +132,41 @@ def disassemble_function(
         preferred = memo.accepted.get(digest, RELOCATED)
         order = [preferred] + [label for label in makers if label != preferred]
         copies = ((label, makers[label]()) for label in order)
-        result, note = _first_accepted(copies, section_address, options)
+        started = memo.started.pop((digest, symbol_index), None)
+        result, note = _first_accepted(copies, section_address, options, started)
         if result is not None and result.image is not None:
             memo.accepted[digest] = result.image
         memo.disassemblies[key] = (result, note)
     return memo.disassemblies[key]
+
+
+def start_disassembly(
+    code_map: CodeMap,
+    module: Module,
+    symbol_index: int,
+    options: ToolOptions,
+    pool: Executor,
+    cancel: threading.Event,
+) -> None:
+    """Starts nvdisasm on one function of the module's relocated image in `pool`, so that its
+    fixed cost (most of a second, whatever the function) is paid while the rest of the
+    analysis works; `disassemble_function` takes the outcome. Setting `cancel` kills it."""
+    memo = _memo(code_map)
+    image, digest = _image(memo, code_map, module)
+    if (digest, symbol_index) in memo.started:
+        return
+    memo.started[(digest, symbol_index)] = pool.submit(
+        disassemble, image, symbol_index, nvdisasm=options.nvdisasm.path,
+        timeout=options.timeout, store=options.store, cancel=cancel,
+    )  # fmt: skip
+
+
+def _image(memo: _Memo, code_map: CodeMap, module: Module) -> tuple[bytes, str]:
+    """The module's relocated image and its digest, read once per analysis."""
+    if module not in memo.images:
+        image = code_map.image_bytes(module)
+        memo.images[module] = (image, hashlib.blake2b(image, digest_size=16).hexdigest())
+    return memo.images[module]
 
 
 def _normalized(
@@ -169,17 +201,25 @@ def _unrelocated(
 
 
 def _first_accepted(
-    copies: Iterator[tuple[str, _Copy | None]], section_address: int, options: ToolOptions
+    copies: Iterator[tuple[str, _Copy | None]],
+    section_address: int,
+    options: ToolOptions,
+    started: Future[Disassembly] | None,
 ) -> _Disassembled:
+    """The first copy nvdisasm accepts; `started`: its run on the relocated image, begun
+    early (its outcome is taken as that copy's)."""
     refusals: list[tuple[str, str]] = []
     for label, copy in copies:
         if copy is None:
             continue  # nothing to normalize, or no such image in the dump
         try:
-            result = disassemble(
-                copy[0], copy[1], nvdisasm=options.nvdisasm.path, timeout=options.timeout,
-                store=options.store,
-            )  # fmt: skip
+            if label == RELOCATED and started is not None:
+                result = started.result()
+            else:
+                result = disassemble(
+                    copy[0], copy[1], nvdisasm=options.nvdisasm.path, timeout=options.timeout,
+                    store=options.store,
+                )  # fmt: skip
         except ToolNotFound as error:
             return None, dx.nvdisasm_missing(error.hint or "")
         except ToolFailed as error:

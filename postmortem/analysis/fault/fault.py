@@ -9,13 +9,19 @@ missing tool, an imprecise PC).
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
+from concurrent.futures import Executor
 from dataclasses import dataclass, field, replace
 
 from postmortem.analysis.fault import diagnose as dx
 from postmortem.analysis.fault.assertion import DeviceAssert, decode_assert, find_assert_call
 from postmortem.analysis.fault.calls import CallStack, unwind
-from postmortem.analysis.fault.disassembly import disassemble_function, quoted
+from postmortem.analysis.fault.disassembly import (
+    disassemble_function,
+    quoted,
+    start_disassembly,
+)
 from postmortem.analysis.fault.inline import FrameName, NamedChain, line_table_chain, reconcile
 from postmortem.analysis.fault.opclass import is_memory_access
 from postmortem.analysis.fault.source import (
@@ -116,6 +122,28 @@ class FaultSite:
             return None
         function, offset = self.innermost
         return f"{without_parameters(function.demangled)}+0x{offset:x}"
+
+
+def start_fault_disassembly(
+    code_map: CodeMap,
+    faults: Sequence[Fault],
+    options: LocalizeOptions,
+    pool: Executor,
+    cancel: threading.Event,
+) -> None:
+    """Starts nvdisasm on the function of the first fault with a location (the one `localize`
+    will want first), in `pool`: it runs while the warps are read (`start_disassembly`)."""
+    if not options.nvdisasm.run:
+        return
+    located = next((f for f in faults if f.location is not None and f.error_pc is not None), None)
+    if located is None or located.location is None or located.error_pc is None:
+        return
+    summary = code_map.summary(located.location.module)
+    function = summary.find_entry(located.error_pc) if summary else None
+    if function is not None:
+        start_disassembly(
+            code_map, located.location.module, function.symbol_index, options, pool, cancel
+        )
 
 
 def localize(
