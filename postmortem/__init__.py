@@ -39,7 +39,7 @@ from postmortem.errors import (
 
 if TYPE_CHECKING:
     from postmortem.analysis.analyze import Analysis, AnalyzeOptions, analyze_dump
-    from postmortem.analysis.fault.fault import LocalizeOptions
+    from postmortem.analysis.fault.options import LocalizeOptions
     from postmortem.analysis.fault.source import PathMap, SourcePaths
     from postmortem.codemap import CodeMap, find_faults
     from postmortem.coredump import Coredump, open_coredump
@@ -54,7 +54,7 @@ _LAZY: dict[str, str] = {
     "Analysis": "postmortem.analysis.analyze",
     "AnalyzeOptions": "postmortem.analysis.analyze",
     "analyze_dump": "postmortem.analysis.analyze",
-    "LocalizeOptions": "postmortem.analysis.fault.fault",
+    "LocalizeOptions": "postmortem.analysis.fault.options",
     "PathMap": "postmortem.analysis.fault.source",
     "SourcePaths": "postmortem.analysis.fault.source",
     "Tool": "postmortem.tools",

@@ -10,14 +10,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TypeAlias
 
 from postmortem._version import __version__
-from postmortem.analysis.fault.census import CensusRow, fault_census
-from postmortem.analysis.fault.fault import (
-    FaultSite,
-    LocalizeOptions,
-    localize,
-    start_fault_disassembly,
-)
-from postmortem.analysis.hang.hang import HangAnalysis, analyze_hang
+from postmortem.analysis.fault.disassembly import start_fault_disassembly
+from postmortem.analysis.fault.options import LocalizeOptions
 from postmortem.analysis.provenance import (
     BuildInfo,
     ToolUse,
@@ -25,7 +19,6 @@ from postmortem.analysis.provenance import (
     tool_choice,
     tool_uses,
 )
-from postmortem.analysis.state import KernelState, gpu_state, kernel_code, warp_pcs
 from postmortem.analysis.verdict import Verdict, VerdictKind, decide, without_claims
 from postmortem.codemap import CodeMap
 from postmortem.coredump import Coredump, open_coredump
@@ -40,7 +33,11 @@ from postmortem.urls import DumpUrl
 
 if TYPE_CHECKING:
     from postmortem.analysis.crosscheck import CrossCheck
+    from postmortem.analysis.fault.census import CensusRow
+    from postmortem.analysis.fault.fault import FaultSite
+    from postmortem.analysis.hang.hang import HangAnalysis
     from postmortem.analysis.host.join import HostJoin
+    from postmortem.analysis.state import KernelState
     from postmortem.gdb import GdbSession
     from postmortem.host.model import HostLogFile
 
@@ -174,8 +171,14 @@ def _analyze(
     # Started once the summary says whether it can read the dump (milliseconds in); it then
     # runs while nvdisasm and the rest of the analysis work.
     gdb = start_gdb(summary)
-    # nvdisasm's fixed cost (most of a second) is paid while the warps are read.
+    # nvdisasm's fixed cost (most of a second) is paid while the analysis's own modules load
+    # and the warps are read.
     start_nvdisasm(code_map, summary)
+    from postmortem.analysis.fault.census import fault_census
+    from postmortem.analysis.fault.fault import localize
+    from postmortem.analysis.hang.hang import analyze_hang
+    from postmortem.analysis.state import gpu_state, warp_pcs
+
     warps = warp_pcs(core)
     state = gpu_state(core, code_map, warps)
     sites = localize(core, options.localize, code_map, summary.faults)
@@ -225,6 +228,8 @@ def modules_that_matter(
     faulting = [site.module for site in sites if site.module is not None]
     if faulting:
         return faulting
+    from postmortem.analysis.state import kernel_code
+
     codes = (kernel_code(core, code_map, k.device_index, k.grid_id) for k in state)
     return [code[0].module for code in codes if code is not None]
 

@@ -7,8 +7,6 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from postmortem.analysis.fault.fault import FaultSite
-from postmortem.analysis.hang.hang import HangAnalysis
 from postmortem.codemap import CodeMap
 from postmortem.cubin.nvinfo import ToolkitInfo
 from postmortem.errors import ToolNotFound
@@ -16,8 +14,10 @@ from postmortem.findings import FindingCode
 from postmortem.model import Module
 from postmortem.tools import Tool, ToolChoice
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # types only: the analysis's modules load after nvdisasm has started
     from postmortem.analysis.crosscheck import CrossCheck
+    from postmortem.analysis.fault.fault import FaultSite
+    from postmortem.analysis.hang.hang import HangAnalysis
 
 
 @dataclass(frozen=True, slots=True)

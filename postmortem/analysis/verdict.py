@@ -5,14 +5,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from enum import Enum
+from typing import TYPE_CHECKING
 
-from postmortem.analysis.fault.fault import FaultSite
-from postmortem.analysis.hang.hang import HangAnalysis
-from postmortem.analysis.state import KernelState
 from postmortem.demangle import heading_name
 from postmortem.exceptions import describe_exception
 from postmortem.findings import Finding, FindingCode, Severity
 from postmortem.model import LOST_EXCEPTION, FaultSource
+
+if TYPE_CHECKING:  # types only: the analysis's modules load after nvdisasm has started
+    from postmortem.analysis.fault.fault import FaultSite
+    from postmortem.analysis.hang.hang import HangAnalysis
+    from postmortem.analysis.state import KernelState
 
 
 class VerdictKind(Enum):

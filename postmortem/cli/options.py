@@ -155,7 +155,7 @@ def analyze_options(
     `host_logs` are joined to every dump analyzed, their secrets hidden unless not `redact`.
     With `kept`, disassemblies are kept for the next command (`disassembly_folder`)."""
     from postmortem.analysis.analyze import AnalysisMode, AnalyzeOptions
-    from postmortem.analysis.fault.fault import LocalizeOptions
+    from postmortem.analysis.fault.options import LocalizeOptions
     from postmortem.analysis.fault.source import SourcePaths
 
     # A relative path in a line table is looked up in --source-dir, then in the folder the

@@ -13,12 +13,13 @@ from __future__ import annotations
 import hashlib
 import threading
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Executor, Future
 from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 from postmortem.analysis.fault import diagnose as dx
+from postmortem.analysis.fault.options import LocalizeOptions
 from postmortem.analysis.fault.source import QuotedLine, SourcePaths, quote
 from postmortem.codemap import CodeMap
 from postmortem.coredump import Coredump
@@ -35,7 +36,7 @@ from postmortem.cubin.nvdisasm import Disassembly, DisassemblyStore, disassemble
 from postmortem.cubin.sass import SourceFrame
 from postmortem.errors import MalformedElf, ToolFailed, ToolNotFound
 from postmortem.findings import Finding
-from postmortem.model import Module
+from postmortem.model import Fault, Module
 from postmortem.tools import Tool
 
 
@@ -138,6 +139,28 @@ def disassemble_function(
             memo.accepted[digest] = result.image
         memo.disassemblies[key] = (result, note)
     return memo.disassemblies[key]
+
+
+def start_fault_disassembly(
+    code_map: CodeMap,
+    faults: Sequence[Fault],
+    options: LocalizeOptions,
+    pool: Executor,
+    cancel: threading.Event,
+) -> None:
+    """Starts nvdisasm on the function of the first fault with a location (the one `localize`
+    will want first), in `pool`: it runs while the warps are read (`start_disassembly`)."""
+    if not options.nvdisasm.run:
+        return
+    located = next((f for f in faults if f.location is not None and f.error_pc is not None), None)
+    if located is None or located.location is None or located.error_pc is None:
+        return
+    summary = code_map.summary(located.location.module)
+    function = summary.find_entry(located.error_pc) if summary else None
+    if function is not None:
+        start_disassembly(
+            code_map, located.location.module, function.symbol_index, options, pool, cancel
+        )
 
 
 def start_disassembly(

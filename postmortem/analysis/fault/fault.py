@@ -9,25 +9,19 @@ missing tool, an imprecise PC).
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Sequence
-from concurrent.futures import Executor
 from dataclasses import dataclass, field, replace
 
 from postmortem.analysis.fault import diagnose as dx
 from postmortem.analysis.fault.assertion import DeviceAssert, decode_assert, find_assert_call
 from postmortem.analysis.fault.calls import CallStack, unwind
-from postmortem.analysis.fault.disassembly import (
-    disassemble_function,
-    quoted,
-    start_disassembly,
-)
+from postmortem.analysis.fault.disassembly import disassemble_function, quoted
 from postmortem.analysis.fault.inline import FrameName, NamedChain, line_table_chain, reconcile
 from postmortem.analysis.fault.opclass import is_memory_access
+from postmortem.analysis.fault.options import LocalizeOptions
 from postmortem.analysis.fault.source import (
     FunctionAt,
     QuotedLine,
-    SourcePaths,
     function_finder,
 )
 from postmortem.analysis.fault.trap import TrapStop, find_trap
@@ -36,32 +30,12 @@ from postmortem.analysis.state import FAULT_PC_STEPS
 from postmortem.codemap import CodeMap, find_faults
 from postmortem.coredump import Coredump
 from postmortem.cubin.inspect import Function
-from postmortem.cubin.nvdisasm import Disassembly, DisassemblyStore
+from postmortem.cubin.nvdisasm import Disassembly
 from postmortem.cubin.sass import SassInstruction, SassListing, SourceFrame
 from postmortem.demangle import heading_name, without_parameters
 from postmortem.exceptions import describe_exception, is_memory_exception
 from postmortem.findings import Finding
 from postmortem.model import Fault, FaultSource, Module
-from postmortem.tools import Tool
-
-
-@dataclass(frozen=True, slots=True)
-class LocalizeOptions:
-    """How far to go: window size, where the sources are, which tools to use."""
-
-    window: int = 8
-    """Instructions shown before and after the faulting one."""
-    sources: SourcePaths = SourcePaths()
-    nvdisasm: Tool = Tool()
-    """Which nvdisasm to run; off: native facts only, no SASS (a script may pass False, or a
-    path: `Tool.of`)."""
-    timeout: float = 120.0
-    """Seconds each external tool may run."""
-    store: DisassemblyStore | None = field(default=None, compare=False, repr=False)
-    """Where disassemblies are remembered across dumps (a scan worker's); None: nowhere."""
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "nvdisasm", Tool.of(self.nvdisasm))
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,28 +96,6 @@ class FaultSite:
             return None
         function, offset = self.innermost
         return f"{without_parameters(function.demangled)}+0x{offset:x}"
-
-
-def start_fault_disassembly(
-    code_map: CodeMap,
-    faults: Sequence[Fault],
-    options: LocalizeOptions,
-    pool: Executor,
-    cancel: threading.Event,
-) -> None:
-    """Starts nvdisasm on the function of the first fault with a location (the one `localize`
-    will want first), in `pool`: it runs while the warps are read (`start_disassembly`)."""
-    if not options.nvdisasm.run:
-        return
-    located = next((f for f in faults if f.location is not None and f.error_pc is not None), None)
-    if located is None or located.location is None or located.error_pc is None:
-        return
-    summary = code_map.summary(located.location.module)
-    function = summary.find_entry(located.error_pc) if summary else None
-    if function is not None:
-        start_disassembly(
-            code_map, located.location.module, function.symbol_index, options, pool, cancel
-        )
 
 
 def localize(

@@ -25,8 +25,8 @@ from functools import partial
 
 from postmortem.analysis.fault.calls import CallStack, unwind_lane
 from postmortem.analysis.fault.disassembly import disassemble_function
-from postmortem.analysis.fault.fault import LocalizeOptions
 from postmortem.analysis.fault.inline import FrameName, NamedChain, line_table_chain, reconcile
+from postmortem.analysis.fault.options import LocalizeOptions
 from postmortem.analysis.fault.source import FunctionAt, QuotedLine, function_finder, quote
 from postmortem.analysis.hang.barriers import (
     barrier_kind,
