@@ -322,20 +322,23 @@ class Coredump:
     def _words(self, parent: RowRef, section_type: int) -> tuple[int, ...] | None:
         return self._words_of(self.tables.only_child(parent, section_type))
 
-    def _words_of(self, section: int | None) -> tuple[int, ...] | None:
+    def _words_of(self, section: int | None, count: int = _MAX_WORDS) -> tuple[int, ...] | None:
         if section is None:
             return None
-        data = self.tables.data(section, _MAX_WORDS * 4)
+        data = self.tables.data(section, min(count, _MAX_WORDS) * 4)
         return struct.unpack_from(f"<{len(data) // 4}I", data)
 
     def registers(self, lane: Lane) -> tuple[int, ...] | None:
         """R0..Rn of a lane as uint32, or None when the dump holds none."""
         return self._words(lane.ref, t.DEV_REGS)
 
-    def registers_of(self, lanes: Sequence[Lane]) -> list[tuple[int, ...] | None]:
-        """`registers` of each lane, their tables found in one query."""
+    def registers_of(
+        self, lanes: Sequence[Lane], count: int = _MAX_WORDS
+    ) -> list[tuple[int, ...] | None]:
+        """`registers` of each lane, their tables found in one query; only R0..R(count-1) (an
+        address needs two of a lane's 255, and a grid-wide fault has 270,000 lanes)."""
         sections = self.tables.first_children([lane.ref for lane in lanes], t.DEV_REGS)
-        return [self._words_of(section) for section in sections]
+        return [self._words_of(section, count) for section in sections]
 
     def predicates(self, lane: Lane) -> tuple[int, ...] | None:
         """P0..Pn of a lane, or None."""

@@ -33,6 +33,7 @@ __all__ = [
     "address_formula",
     "decode_access",
     "effective_address",
+    "registers_read",
 ]
 
 
@@ -347,6 +348,19 @@ def _number(name: str) -> int | None:
         return None
     digits = name[2:] if name.startswith("UR") else name[1:]
     return int(digits) if digits.isdigit() else -1  # -1: a name no register has
+
+
+def registers_read(access: MemoryAccess) -> tuple[int, int]:
+    """How many of a lane's general registers (R0 on) and of its warp's uniform registers the
+    address reads at most: a caller need not read the rest."""
+    if access.address is None:
+        return 0, 0
+    counts = [0, 0]
+    for term in _plan(access.address).terms:
+        for _, number in term.names:
+            if number is not None:
+                counts[term.uniform] = max(counts[term.uniform], number + 1)
+    return counts[0], counts[1]
 
 
 def effective_address(

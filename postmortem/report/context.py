@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING, Any
 
 from postmortem._version import __version__
 from postmortem.analysis.analyze import Analysis
-from postmortem.analysis.fault.counts import count_faults
 from postmortem.analysis.fault.fault import FaultSite
 from postmortem.analysis.hang.hang import HangAnalysis
 from postmortem.analysis.oncall.summary import oncall_summary
@@ -227,7 +226,7 @@ def _site(site: FaultSite, lanes: int | None) -> Json:
         "location_brief": _location_brief(site),
         "calls": calls_json(site.calls),
         "driver_says": next((f.detail for f in site.faults if f.detail), None),
-        "census": counts_json(count_faults(site.faults)),
+        "census": counts_json(site.counts),
         "faults": [_coords(f) for f in site.faults[:lanes]],
         "fault_count": len(site.faults),
         "instruction": _instruction(site),

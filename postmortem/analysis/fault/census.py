@@ -38,22 +38,24 @@ class CensusRow:
 
 def fault_census(sites: Sequence[FaultSite]) -> tuple[CensusRow, ...]:
     """One row per (kernel, offset), most lanes first."""
-    groups: dict[tuple[str | None, int | None], list[Fault]] = {}
+    groups: dict[tuple[str | None, int | None], list[FaultSite]] = {}
     for site in sites:
         key = (site.function.name if site.function else None, site.offset)
         if key == (None, None):
             key = (None, site.error_pc)  # unlocated PCs stay apart
-        groups.setdefault(key, []).extend(site.faults)
-    rows = [_row(kernel, offset, faults) for (kernel, offset), faults in groups.items()]
+        groups.setdefault(key, []).append(site)
+    rows = [_row(kernel, offset, members) for (kernel, offset), members in groups.items()]
     return tuple(sorted(rows, key=lambda row: (-row.counts.lanes, -len(row.faults))))
 
 
-def _row(kernel: str | None, offset: int | None, faults: list[Fault]) -> CensusRow:
+def _row(kernel: str | None, offset: int | None, sites: list[FaultSite]) -> CensusRow:
+    # A row of one site (the usual case) takes the site's own count.
+    faults = [f for site in sites for f in site.faults]
     return CensusRow(
         kernel, offset,
         tuple(sorted({f.exception for f in faults if f.exception is not None})),
         tuple(faults),
-        count_faults(faults),
+        sites[0].counts if len(sites) == 1 else count_faults(faults),
         _range([f.block_idx for f in faults if f.block_idx is not None]),
         _range([f.thread_idx for f in faults if f.thread_idx is not None]),
         tuple(sorted({(f.device_index, f.sm_id) for f in faults if f.sm_id is not None})),
@@ -63,5 +65,6 @@ def _row(kernel: str | None, offset: int | None, faults: list[Fault]) -> CensusR
 def _range(points: list[Dim3]) -> CoordinateRange | None:
     if not points:
         return None
-    xs, ys, zs = zip(*points, strict=True)
-    return CoordinateRange((min(xs), min(ys), min(zs)), (max(xs), max(ys), max(zs)))
+    low = (min(p[0] for p in points), min(p[1] for p in points), min(p[2] for p in points))
+    high = (max(p[0] for p in points), max(p[1] for p in points), max(p[2] for p in points))
+    return CoordinateRange(low, high)

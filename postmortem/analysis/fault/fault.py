@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, replace
 from postmortem.analysis.fault import diagnose as dx
 from postmortem.analysis.fault.assertion import DeviceAssert, decode_assert, find_assert_call
 from postmortem.analysis.fault.calls import CallStack, unwind
+from postmortem.analysis.fault.counts import FaultCounts, count_faults
 from postmortem.analysis.fault.disassembly import disassemble_function, quoted
 from postmortem.analysis.fault.inline import FrameName, NamedChain, line_table_chain, reconcile
 from postmortem.analysis.fault.opclass import is_memory_access
@@ -71,6 +72,14 @@ class FaultSite:
     """The failed device assert the lanes stopped at: message, file, line, function."""
     trap: TrapStop | None = None
     """The trap instruction the lanes stopped at, and the message printed before it."""
+    counted: FaultCounts | None = field(default=None, repr=False, compare=False)
+    """`count_faults(faults)`, counted once by `localize`; None: not counted yet."""
+
+    @property
+    def counts(self) -> FaultCounts:
+        """The site's faults counted by lane, warp, block, SM and device (a grid-wide fault's
+        270,000 are counted once, not by every reader)."""
+        return self.counted if self.counted is not None else count_faults(self.faults)
 
     @property
     def module_handle(self) -> int | None:
@@ -131,8 +140,9 @@ def _localize_site(
     first = faults[0]
     pc, location = first.error_pc, first.location
     base = FaultSite(
-        faults, pc, first.exception, None, None, None, None, (), (), (), None, None, ()
-    )
+        faults, pc, first.exception, None, None, None, None, (), (), (), None, None, (),
+        counted=count_faults(faults),
+    )  # fmt: skip
     if pc is None:
         return base
     if location is None:

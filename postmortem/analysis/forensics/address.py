@@ -10,7 +10,7 @@ from typing import Literal
 
 from postmortem.analysis.state import still_at_fault
 from postmortem.coredump import Coredump
-from postmortem.cubin.operands import MemoryAccess, effective_address
+from postmortem.cubin.operands import MemoryAccess, effective_address, registers_read
 from postmortem.model import Dim3, Fault, Lane, RowRef, Warp
 
 
@@ -81,7 +81,8 @@ def lane_addresses(
             moved.append(fault.lane_record)
     uniforms: dict[RowRef, tuple[int, ...] | None] = {}  # read once per warp
     result = []
-    registers = core.registers_of([lane for _, lane in pairs])
+    general, _ = registers_read(access)
+    registers = core.registers_of([lane for _, lane in pairs], general)
     for (warp, lane), values in zip(pairs, registers, strict=True):
         if warp.ref not in uniforms:
             uniforms[warp.ref] = core.uniform_registers(warp)

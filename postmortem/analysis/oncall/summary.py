@@ -14,7 +14,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from postmortem.analysis.analyze import Analysis
-from postmortem.analysis.fault.counts import count_faults
 from postmortem.analysis.fault.fault import FaultSite
 from postmortem.analysis.hang.collective import is_collective
 from postmortem.analysis.hang.hang import StuckGroup
@@ -158,7 +157,7 @@ def _fault_signal(site: FaultSite) -> Statement:
     where = collapse_templates(site.location) if site.location else (
         "an unknown PC" if site.error_pc is None else f"0x{site.error_pc:x}"
     )  # fmt: skip
-    counts = count_faults(site.faults)
+    counts = site.counts
     title = site_title(site)
     if counts.lanes:
         lanes = f"{counts.lanes} lane{'s' if counts.lanes != 1 else ''}"
