@@ -19,6 +19,7 @@ from postmortem.cubin.operands import (
     MemoryAccess,
     decode_access,
     effective_address,
+    registers_read,
 )
 from postmortem.cubin.sass import SassInstruction, parse_sass
 from tests.conftest import FIXTURES
@@ -298,3 +299,19 @@ def test_an_mbarrier_phase_check_reads_its_8_byte_word_in_shared_memory():
     assert (access.space, access.kind, access.width_bytes) == ("shared", "barrier", 8)
     assert access.address is not None and access.address.base == "R16"
     assert access.address.offset == 0x34830
+
+
+@pytest.mark.parametrize(
+    ("text", "counts"),
+    [
+        ("STG.E desc[UR4][R2.64], R7", (4, 0)),  # R3:R2; UR4 is the descriptor
+        ("LDS R9, [R4+UR8+0x10]", (5, 9)),
+        ("LDG.E.64 R10, [R6.U32+UR8+0x800]", (7, 10)),  # UR9:UR8
+        ("LDS R11, [0x1c]", (0, 0)),
+        ("UTMALDG.2D [UR8], [UR4]", (0, 0)),  # no address operand
+    ],
+)
+def test_an_address_names_how_many_registers_a_lane_needs(text, counts):
+    access = decode_access(_one(text))
+    assert access is not None
+    assert registers_read(access) == counts

@@ -155,6 +155,29 @@ def test_header_mutants_read_the_same_both_ways(mutator, monkeypatch, tmp_path):
         assert small == bulk, dump
 
 
+def _registers_in_one_query(path: Path) -> list[Any]:
+    """Each warp's lanes' registers found in one query (`registers_of`), whole and cut to
+    R0..R2, beside the lane-by-lane reads they must equal."""
+    found: list[Any] = []
+    with open_coredump(path) as core:
+        for device in core.devices:
+            for warp in core.iter_warps(device):
+                lanes = core.lanes(warp)
+                one_by_one = [core.registers(lane) for lane in lanes]
+                assert core.registers_of(lanes) == one_by_one
+                cut = [None if r is None else r[:3] for r in one_by_one]
+                assert core.registers_of(lanes, 3) == cut
+                found.append(one_by_one)
+    return found
+
+
+@pytest.mark.parametrize("name", ["oob_store", "hang_barrier", "two_devices_fault", "calls"])
+def test_registers_found_in_one_query_are_the_lanes_own_both_ways(name, monkeypatch):
+    path = FIXTURES / "dumps" / f"{name}.nvcudmp"
+    small, bulk = _both(monkeypatch, lambda: _registers_in_one_query(path))
+    assert small == bulk and any(r is not None for rs in small for r in rs)
+
+
 def test_the_numpy_section_record_is_the_struct_layout():
     from postmortem.elfcolumns import SECTION_DTYPE
 
