@@ -28,9 +28,11 @@ from postmortem.cubin.sass import SassInstruction
 
 __all__ = [
     "AddressOperand",
+    "AddressPlan",
     "AddressResult",
     "MemoryAccess",
     "address_formula",
+    "address_plan",
     "decode_access",
     "effective_address",
     "registers_read",
@@ -303,29 +305,58 @@ Registers = Sequence[int] | None
 @dataclass(frozen=True, slots=True)
 class _Term:
     """One register term of an address: a register, or a pair (low, high), times a scale.
-    Each name's number indexes the lane's registers; None for one that reads zero (R255)."""
+    Each register is (name, number, shift): its number indexes the lane's registers (None for
+    one that reads zero, R255), its shift places it in the value (32 for a pair's high half)."""
 
-    names: tuple[tuple[str, int | None], ...]
+    registers: tuple[tuple[str, int | None, int], ...]
     uniform: bool
     scale: int
 
 
 @dataclass(frozen=True, slots=True)
-class _Plan:
-    """How an access's address is formed, worked out once for every lane that runs it."""
+class AddressPlan:
+    """How an access's address is formed, worked out once for every lane that runs it (a
+    grid-wide fault computes 270,000 addresses from one operand)."""
 
     terms: tuple[_Term, ...]
     offset: int
     mask: int
     formula: str
 
+    def evaluate(self, registers: Registers, uniforms: Registers) -> AddressResult:
+        """The address one lane accessed, from its registers (R0 first, uint32 each; None
+        when the dump does not hold them) and its warp's uniform registers."""
+        total = self.offset
+        read: list[tuple[str, int]] = []
+        missing: list[str] = []
+        for term in self.terms:
+            values = uniforms if term.uniform else registers
+            value = 0
+            for name, number, shift in term.registers:
+                if number is None:
+                    continue
+                if values is None or not 0 <= number < len(values):
+                    missing.append(name)
+                    continue
+                read.append((name, values[number]))
+                value |= (values[number] & _THIRTY_TWO) << shift
+            total += value * term.scale
+        if missing:
+            return AddressResult(None, tuple(missing), self.formula, tuple(read))
+        return AddressResult(total & self.mask, (), self.formula, tuple(read))
+
 
 # R255 and UR63 read as zero: nvdisasm prints them RZ/URZ, but a decoded number can name them.
 _ZERO_REGISTERS = frozenset({"R255", "UR63"})
 
 
+def address_plan(access: MemoryAccess) -> AddressPlan | None:
+    """How `access` forms its address; None when it has no address operand."""
+    return None if access.address is None else _plan(access.address)
+
+
 @lru_cache(maxsize=256)
-def _plan(operand: AddressOperand) -> _Plan:
+def _plan(operand: AddressOperand) -> AddressPlan:
     terms: list[_Term] = []
     labels: list[str] = []
     for name, pair, scale, uniform in (
@@ -337,10 +368,11 @@ def _plan(operand: AddressOperand) -> _Plan:
         names = (name, _next_register(name)) if pair else (name,)
         label = ":".join(reversed(names))
         labels.append(label if scale == 1 else f"{label}*{scale}")
-        terms.append(_Term(tuple((n, _number(n)) for n in names), uniform, scale))
+        registers = tuple((n, _number(n), shift) for n, shift in zip(names, (0, 32), strict=False))
+        terms.append(_Term(registers, uniform, scale))
     wide = operand.base_is_64bit or operand.uniform_is_64bit
     mask = _SIXTY_FOUR if wide else _THIRTY_TWO
-    return _Plan(tuple(terms), operand.offset, mask, _formula(labels, operand))
+    return AddressPlan(tuple(terms), operand.offset, mask, _formula(labels, operand))
 
 
 def _number(name: str) -> int | None:
@@ -353,11 +385,10 @@ def _number(name: str) -> int | None:
 def registers_read(access: MemoryAccess) -> tuple[int, int]:
     """How many of a lane's general registers (R0 on) and of its warp's uniform registers the
     address reads at most: a caller need not read the rest."""
-    if access.address is None:
-        return 0, 0
+    plan = address_plan(access)
     counts = [0, 0]
-    for term in _plan(access.address).terms:
-        for _, number in term.names:
+    for term in plan.terms if plan else ():
+        for _, number, _ in term.registers:
             if number is not None:
                 counts[term.uniform] = max(counts[term.uniform], number + 1)
     return counts[0], counts[1]
@@ -377,30 +408,13 @@ def effective_address(
     Returns:
         The address, or None with the unavailable registers listed; the formula and the
         values read either way. An access without an address operand gives None, no missing
-        registers and a formula that says so. The terms are worked out once per operand:
-        a grid-wide fault computes 270,000 addresses from one.
+        registers and a formula that says so. For many lanes, `address_plan` once and its
+        `evaluate` per lane.
     """
-    if access.address is None:
+    plan = address_plan(access)
+    if plan is None:
         return AddressResult(None, (), "no address operand")
-    plan = _plan(access.address)
-    total = plan.offset
-    read: list[tuple[str, int]] = []
-    missing: list[str] = []
-    for term in plan.terms:
-        values = uniforms if term.uniform else registers
-        value = 0
-        for shift, (name, number) in zip((0, 32), term.names, strict=False):
-            if number is None:
-                continue
-            if values is None or not 0 <= number < len(values):
-                missing.append(name)
-                continue
-            read.append((name, values[number]))
-            value |= (values[number] & _THIRTY_TWO) << shift
-        total += value * term.scale
-    if missing:
-        return AddressResult(None, tuple(missing), plan.formula, tuple(read))
-    return AddressResult(total & plan.mask, (), plan.formula, tuple(read))
+    return plan.evaluate(registers, uniforms)
 
 
 def address_formula(access: MemoryAccess) -> str:

@@ -10,7 +10,12 @@ from typing import Literal
 
 from postmortem.analysis.state import still_at_fault
 from postmortem.coredump import Coredump
-from postmortem.cubin.operands import MemoryAccess, effective_address, registers_read
+from postmortem.cubin.operands import (
+    MemoryAccess,
+    address_plan,
+    effective_address,
+    registers_read,
+)
 from postmortem.model import Dim3, Fault, Lane, RowRef, Warp
 
 
@@ -83,10 +88,15 @@ def lane_addresses(
     result = []
     general, _ = registers_read(access)
     registers = core.registers_of([lane for _, lane in pairs], general)
+    plan = address_plan(access)
     for (warp, lane), values in zip(pairs, registers, strict=True):
         if warp.ref not in uniforms:
             uniforms[warp.ref] = core.uniform_registers(warp)
-        found = effective_address(access, values, uniforms[warp.ref])
+        found = (
+            plan.evaluate(values, uniforms[warp.ref])
+            if plan is not None
+            else effective_address(access, values, uniforms[warp.ref])
+        )
         result.append(
             LaneAddress(
                 lane.device_index, lane.sm_id, lane.warp_id, lane.lane, lane.block_idx,
