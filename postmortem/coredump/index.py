@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from postmortem.coredump import tables as t
 from postmortem.coredump.elf import DumpFile, SectionTable
@@ -118,11 +119,29 @@ class TableIndex:
         """The usable bytes of a section (up to the end of the file for a cut memory
         segment), at most `limit` of them."""
         size = int(self.survey.size[section])
-        if limit is not None:
-            size = min(size, limit)
+        if limit is not None and limit < size:
+            size = limit
         offset = int(self.sections.offset[section])
         self.file.ensure(offset, size)
         return bytes(self.file.map[offset : offset + size])
+
+    def data_of(self, sections: Sequence[int | None], limit: int) -> list[bytes | None]:
+        """`data` of each section (None for None), at most `limit` bytes each, their places
+        looked up together: the register tables of 135,000 faulting lanes."""
+        known = [section for section in sections if section is not None]
+        offsets = _values_at(self.sections.offset, known)
+        sizes = _values_at(self.survey.size, known)
+        ranges = iter(zip(offsets, sizes, strict=True))
+        self.file.ensure_ranges((o, min(n, limit)) for o, n in zip(offsets, sizes, strict=True))
+        mapped = self.file.map
+        found: list[bytes | None] = []
+        for section in sections:
+            if section is None:
+                found.append(None)
+                continue
+            offset, size = next(ranges)
+            found.append(bytes(mapped[offset : offset + (size if size < limit else limit)]))
+        return found
 
     def parent_of(self, section: int) -> RowRef:
         """The row a usable section hangs from (checked by the survey)."""
@@ -207,3 +226,11 @@ class TableIndex:
     def row_count(self, section_type: int) -> int:
         """Usable rows in all tables of `section_type` together."""
         return self.survey.row_total(section_type)
+
+
+def _values_at(column: Any, positions: list[int]) -> list[int]:
+    """`column[p]` for each position, as ints: one gather from a numpy column."""
+    if isinstance(column, list):
+        return [int(column[p]) for p in positions]
+    values: list[int] = column[positions].tolist() if positions else []
+    return values

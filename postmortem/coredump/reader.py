@@ -322,11 +322,10 @@ class Coredump:
     def _words(self, parent: RowRef, section_type: int) -> tuple[int, ...] | None:
         return self._words_of(self.tables.only_child(parent, section_type))
 
-    def _words_of(self, section: int | None, count: int = _MAX_WORDS) -> tuple[int, ...] | None:
+    def _words_of(self, section: int | None) -> tuple[int, ...] | None:
         if section is None:
             return None
-        data = self.tables.data(section, min(count, _MAX_WORDS) * 4)
-        return struct.unpack_from(f"<{len(data) // 4}I", data)
+        return _words(self.tables.data(section, _MAX_WORDS * 4))
 
     def registers(self, lane: Lane) -> tuple[int, ...] | None:
         """R0..Rn of a lane as uint32, or None when the dump holds none."""
@@ -338,7 +337,8 @@ class Coredump:
         """`registers` of each lane, their tables found in one query; only R0..R(count-1) (an
         address needs two of a lane's 255, and a grid-wide fault has 270,000 lanes)."""
         sections = self.tables.first_children([lane.ref for lane in lanes], t.DEV_REGS)
-        return [self._words_of(section, count) for section in sections]
+        found = self.tables.data_of(sections, 4 * (count if count < _MAX_WORDS else _MAX_WORDS))
+        return [None if data is None else _words(data) for data in found]
 
     def predicates(self, lane: Lane) -> tuple[int, ...] | None:
         """P0..Pn of a lane, or None."""
@@ -456,3 +456,8 @@ class Coredump:
     def file(self) -> DumpFile:
         """The mapped file (for readers of embedded images)."""
         return self._file
+
+
+def _words(data: bytes) -> tuple[int, ...]:
+    """The little-endian uint32 words of `data` (a trailing part word is left out)."""
+    return struct.unpack_from(f"<{len(data) // 4}I", data)
