@@ -85,10 +85,9 @@ def _trap_at(listing: SassListing, offset: int, faults: Sequence[Fault]) -> Sass
         return at
     # A broken warp's PC may already be past the trap it stopped at.
     before = listing.before(offset)
-    stopped = any(f.source is FaultSource.TRAP for f in faults)
-    if before is not None and before.base_opcode == "BPT" and stopped:
-        return before
-    return None
+    if before is None or before.base_opcode != "BPT":
+        return None  # asked first: a grid-wide fault has 270,000 faults to look through
+    return before if any(f.source is FaultSource.TRAP for f in faults) else None
 
 
 def _printf_before(

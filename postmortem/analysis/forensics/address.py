@@ -89,13 +89,16 @@ def lane_addresses(
     general, _ = registers_read(access)
     registers = core.registers_of([lane for _, lane in pairs], general)
     plan = address_plan(access)
+    warp_now, held = None, None  # a warp's lanes come one after the other
     for (warp, lane), values in zip(pairs, registers, strict=True):
-        if warp.ref not in uniforms:
-            uniforms[warp.ref] = core.uniform_registers(warp)
+        if warp is not warp_now:
+            if warp.ref not in uniforms:
+                uniforms[warp.ref] = core.uniform_registers(warp)
+            warp_now, held = warp, uniforms[warp.ref]
         found = (
-            plan.evaluate(values, uniforms[warp.ref])
+            plan.evaluate(values, held)
             if plan is not None
-            else effective_address(access, values, uniforms[warp.ref])
+            else effective_address(access, values, held)
         )
         result.append(
             LaneAddress(
