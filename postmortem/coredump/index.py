@@ -131,16 +131,19 @@ class TableIndex:
         known = [section for section in sections if section is not None]
         offsets = _values_at(self.sections.offset, known)
         sizes = _values_at(self.survey.size, known)
-        ranges = iter(zip(offsets, sizes, strict=True))
-        self.file.ensure_ranges((o, min(n, limit)) for o, n in zip(offsets, sizes, strict=True))
+        spans = {
+            section: (offset, min(size, limit))
+            for section, offset, size in zip(known, offsets, sizes, strict=True)
+        }
+        self.file.ensure_ranges(spans.values())
         mapped = self.file.map
         found: list[bytes | None] = []
         for section in sections:
             if section is None:
                 found.append(None)
-                continue
-            offset, size = next(ranges)
-            found.append(bytes(mapped[offset : offset + (size if size < limit else limit)]))
+            else:
+                offset, size = spans[section]
+                found.append(bytes(mapped[offset : offset + size]))
         return found
 
     def parent_of(self, section: int) -> RowRef:

@@ -320,12 +320,8 @@ class Coredump:
     # -- per-lane and per-warp data ---------------------------------------------------
 
     def _words(self, parent: RowRef, section_type: int) -> tuple[int, ...] | None:
-        return self._words_of(self.tables.only_child(parent, section_type))
-
-    def _words_of(self, section: int | None) -> tuple[int, ...] | None:
-        if section is None:
-            return None
-        return _words(self.tables.data(section, _MAX_WORDS * 4))
+        section = self.tables.only_child(parent, section_type)
+        return None if section is None else _uint32s(self.tables.data(section, _MAX_WORDS * 4))
 
     def registers(self, lane: Lane) -> tuple[int, ...] | None:
         """R0..Rn of a lane as uint32, or None when the dump holds none."""
@@ -337,8 +333,8 @@ class Coredump:
         """`registers` of each lane, their tables found in one query; only R0..R(count-1) (an
         address needs two of a lane's 255, and a grid-wide fault has 270,000 lanes)."""
         sections = self.tables.first_children([lane.ref for lane in lanes], t.DEV_REGS)
-        found = self.tables.data_of(sections, 4 * (count if count < _MAX_WORDS else _MAX_WORDS))
-        return [None if data is None else _words(data) for data in found]
+        found = self.tables.data_of(sections, 4 * min(count, _MAX_WORDS))
+        return [None if data is None else _uint32s(data) for data in found]
 
     def predicates(self, lane: Lane) -> tuple[int, ...] | None:
         """P0..Pn of a lane, or None."""
@@ -458,6 +454,6 @@ class Coredump:
         return self._file
 
 
-def _words(data: bytes) -> tuple[int, ...]:
+def _uint32s(data: bytes) -> tuple[int, ...]:
     """The little-endian uint32 words of `data` (a trailing part word is left out)."""
     return struct.unpack_from(f"<{len(data) // 4}I", data)

@@ -283,7 +283,7 @@ def report_text(analysis: Analysis, fmt: str, *, color: bool = False, verbose: b
     from postmortem.report.context import build_report
 
     # What a format does not show is not built: only the JSON lists every lane.
-    lanes = None if verbose or fmt == "json" else max(LANES_SHOWN.get(fmt, 0), 1)
+    lanes = None if verbose else LANES_SHOWN.get(fmt)
     report = build_report(analysis, lanes=lanes)
     return render("analyze", report, fmt, color=color, verbose=verbose)
 

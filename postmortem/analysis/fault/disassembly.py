@@ -19,7 +19,6 @@ from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 from postmortem.analysis.fault import diagnose as dx
-from postmortem.analysis.fault.options import LocalizeOptions
 from postmortem.analysis.fault.source import QuotedLine, SourcePaths, quote
 from postmortem.codemap import CodeMap
 from postmortem.coredump import Coredump
@@ -75,7 +74,7 @@ class _Memo:
     """(chain, source dirs, path maps) → the quoted lines."""
     started: dict[tuple[str, int], Future[Disassembly]] = field(default_factory=dict)
     """(image digest, symbol index) → nvdisasm on the relocated image, started early
-    (`start_disassembly`) and not yet taken."""
+    (`start_fault_disassembly`) and not yet taken."""
 
 
 # One memo per CodeMap, i.e. per analysis: dropped with it.
@@ -144,42 +143,28 @@ def disassemble_function(
 def start_fault_disassembly(
     code_map: CodeMap,
     faults: Sequence[Fault],
-    options: LocalizeOptions,
+    options: ToolOptions,
     pool: Executor,
     cancel: threading.Event,
 ) -> None:
-    """Starts nvdisasm on the function of the first fault with a location (the one `localize`
-    will want first), in `pool`: it runs while the warps are read (`start_disassembly`)."""
+    """Starts nvdisasm in `pool` on the function of the first fault with a location (the one
+    `localize` wants first), on the module's relocated image, so that its fixed cost (most of
+    a second, whatever the function) is paid while the warps are read; `disassemble_function`
+    takes the outcome. Setting `cancel` kills it."""
     if not options.nvdisasm.run:
         return
     located = next((f for f in faults if f.location is not None and f.error_pc is not None), None)
     if located is None or located.location is None or located.error_pc is None:
         return
-    summary = code_map.summary(located.location.module)
+    module = located.location.module
+    summary = code_map.summary(module)
     function = summary.find_entry(located.error_pc) if summary else None
-    if function is not None:
-        start_disassembly(
-            code_map, located.location.module, function.symbol_index, options, pool, cancel
-        )
-
-
-def start_disassembly(
-    code_map: CodeMap,
-    module: Module,
-    symbol_index: int,
-    options: ToolOptions,
-    pool: Executor,
-    cancel: threading.Event,
-) -> None:
-    """Starts nvdisasm on one function of the module's relocated image in `pool`, so that its
-    fixed cost (most of a second, whatever the function) is paid while the rest of the
-    analysis works; `disassemble_function` takes the outcome. Setting `cancel` kills it."""
+    if function is None:
+        return
     memo = _memo(code_map)
     image, digest = _image(memo, code_map, module)
-    if (digest, symbol_index) in memo.started:
-        return
-    memo.started[(digest, symbol_index)] = pool.submit(
-        disassemble, image, symbol_index, nvdisasm=options.nvdisasm.path,
+    memo.started[(digest, function.symbol_index)] = pool.submit(
+        disassemble, image, function.symbol_index, nvdisasm=options.nvdisasm.path,
         timeout=options.timeout, store=options.store, cancel=cancel,
     )  # fmt: skip
 
